@@ -1,0 +1,153 @@
+#include "packet/build.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "packet/bytes.hpp"
+#include "packet/icrc.hpp"
+#include "packet/parse.hpp"
+
+namespace hcaemu::pkt {
+
+size_t header_len(const OpcodeInfo& op, bool vlan, bool ipv6) {
+    return kEthLen + (vlan ? kVlanLen : 0) + (ipv6 ? kIpv6Len : kIpv4Len) + kUdpLen + kBthLen + op.ext_len;
+}
+
+size_t frame_len(const OpcodeInfo& op, bool vlan, bool ipv6, uint32_t payload_len) {
+    return header_len(op, vlan, ipv6) + payload_len + pad_for(payload_len) + kIcrcLen;
+}
+
+BuildError build_headers(const Headers& h, uint32_t payload_len, std::span<uint8_t> out, size_t& hdr_len) {
+    const OpcodeInfo& oi = opcode_info(h.bth.opcode);
+    if (!oi.valid()) return BuildError::unknown_opcode;
+    if (!oi.payload && payload_len != 0) return BuildError::payload_not_allowed;
+    const uint8_t pad = pad_for(payload_len);
+    const size_t l4_len = kUdpLen + kBthLen + oi.ext_len + size_t(payload_len) + pad + kIcrcLen;
+    const size_t ip_len = h.ipv6 ? l4_len : kIpv4Len + l4_len;  // IPv6 counts the payload only
+    if (ip_len > 0xFFFF) return BuildError::frame_too_long;
+    const size_t hl = header_len(oi, h.eth.vlan, h.ipv6);
+    if (out.size() < std::max(hl + payload_len + pad + kIcrcLen, kMinFrameLen)) return BuildError::buffer_too_small;
+
+    uint8_t* f = out.data();
+    std::memcpy(f, h.eth.dst.data(), 6);
+    std::memcpy(f + 6, h.eth.src.data(), 6);
+    size_t off = 12;
+    if (h.eth.vlan) {
+        store_be16(f + 12, kEthTypeVlan);
+        store_be16(f + 14, h.eth.vlan_tci);
+        off += kVlanLen;
+    }
+    store_be16(f + off, h.ipv6 ? kEthTypeIpv6 : kEthTypeIpv4);
+    off += 2;
+
+    uint8_t* ip = f + off;
+    if (h.ipv6) {
+        store_be32(ip, 6u << 28 | uint32_t(h.ip6.traffic_class) << 20 | (h.ip6.flow_label & 0xFFFFF));
+        store_be16(ip + 4, uint16_t(ip_len));
+        ip[6] = kIpProtoUdp;
+        ip[7] = h.ip6.hop_limit;
+        std::memcpy(ip + 8, h.ip6.src.data(), 16);
+        std::memcpy(ip + 24, h.ip6.dst.data(), 16);
+        off += kIpv6Len;
+    } else {
+        ip[0] = 0x45;
+        ip[1] = h.ip4.tos;
+        store_be16(ip + 2, uint16_t(ip_len));
+        store_be16(ip + 4, h.ip4.id);
+        store_be16(ip + 6, h.ip4.frag);
+        ip[8] = h.ip4.ttl;
+        ip[9] = kIpProtoUdp;
+        store_be16(ip + 10, 0);
+        store_be32(ip + 12, h.ip4.src);
+        store_be32(ip + 16, h.ip4.dst);
+        store_be16(ip + 10, ipv4_header_checksum(ip));
+        off += kIpv4Len;
+    }
+
+    uint8_t* udp = f + off;
+    store_be16(udp, h.udp.sport);
+    store_be16(udp + 2, h.udp.dport);
+    store_be16(udp + 4, uint16_t(l4_len));
+    store_be16(udp + 6, 0);
+    off += kUdpLen;
+
+    const Bth& bth = h.bth;
+    uint8_t* b = f + off;
+    b[0] = bth.opcode;
+    b[1] = uint8_t((bth.se ? 0x80 : 0) | (bth.mig ? 0x40 : 0) | pad << 4 | (bth.tver & 0xF));
+    store_be16(b + 2, bth.pkey);
+    b[4] = uint8_t((bth.fecn ? 0x80 : 0) | (bth.becn ? 0x40 : 0) | (bth.resv6 & 0x3F));
+    store_be24(b + 5, bth.dest_qp & 0xFFFFFF);
+    b[8] = uint8_t((bth.ack_req ? 0x80 : 0) | (bth.resv7 & 0x7F));
+    store_be24(b + 9, bth.psn & 0xFFFFFF);
+    off += kBthLen;
+
+    uint8_t* x = f + off;
+    if (oi.has(Ext::deth)) {
+        uint8_t* p = x + oi.ext_off[size_t(Ext::deth)];
+        store_be32(p, h.deth.qkey);
+        p[4] = h.deth.resv8;
+        store_be24(p + 5, h.deth.src_qp & 0xFFFFFF);
+    }
+    if (oi.has(Ext::feth)) store_be32(x + oi.ext_off[size_t(Ext::feth)], h.feth.raw);
+    if (oi.has(Ext::reth)) {
+        uint8_t* p = x + oi.ext_off[size_t(Ext::reth)];
+        store_be64(p, h.reth.va);
+        store_be32(p + 8, h.reth.rkey);
+        store_be32(p + 12, h.reth.dma_len);
+    }
+    if (oi.has(Ext::atomic_eth)) {
+        uint8_t* p = x + oi.ext_off[size_t(Ext::atomic_eth)];
+        store_be64(p, h.atomic.va);
+        store_be32(p + 8, h.atomic.rkey);
+        store_be64(p + 12, h.atomic.swap_add);
+        store_be64(p + 20, h.atomic.compare);
+    }
+    if (oi.has(Ext::aeth)) {
+        uint8_t* p = x + oi.ext_off[size_t(Ext::aeth)];
+        p[0] = h.aeth.syndrome;
+        store_be24(p + 1, h.aeth.msn & 0xFFFFFF);
+    }
+    if (oi.has(Ext::atomic_ack_eth)) store_be64(x + oi.ext_off[size_t(Ext::atomic_ack_eth)], h.atomic_ack.orig);
+    if (oi.has(Ext::immdt)) store_be32(x + oi.ext_off[size_t(Ext::immdt)], h.imm);
+    if (oi.has(Ext::ieth)) store_be32(x + oi.ext_off[size_t(Ext::ieth)], h.ieth_rkey);
+    if (oi.has(Ext::cnp)) std::memcpy(x + oi.ext_off[size_t(Ext::cnp)], h.cnp_reserved.data(), kCnpLen);
+    hdr_len = hl;
+    return BuildError::ok;
+}
+
+size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
+                    const BuildOptions& opt) {
+    uint8_t* f = out.data();
+    const size_t l3 = load_be16(f + 12) == kEthTypeVlan ? kEthLen + kVlanLen : kEthLen;
+    const uint8_t pad = pad_for(payload_len);
+    size_t end = hdr_len + payload_len;
+    std::memset(f + end, 0, pad);
+    end += pad;
+    if (opt.udp_checksum) {
+        uint8_t* udp = f + l3 + (ipv6 ? kIpv6Len : kIpv4Len);
+        store_be16(udp + 6, 0);
+        uint16_t c = udp_checksum(f + l3, ipv6);
+        store_be16(udp + 6, c == 0 ? 0xFFFF : c);  // RFC 768: a computed 0 is sent as all ones
+    }
+    store_le32(f + end, icrc(f + l3, end - l3, ipv6));
+    end += kIcrcLen;
+    if (opt.pad_to_min && end < kMinFrameLen) {
+        std::memset(f + end, 0, kMinFrameLen - end);
+        end = kMinFrameLen;
+    }
+    return end;
+}
+
+BuildError build(const Headers& h, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                 size_t& len, const BuildOptions& opt) {
+    size_t hl = 0;
+    if (payload.size() > 0xFFFF) return BuildError::frame_too_long;
+    const BuildError e = build_headers(h, uint32_t(payload.size()), out, hl);
+    if (e != BuildError::ok) return e;
+    if (!payload.empty()) std::memcpy(out.data() + hl, payload.data(), payload.size());
+    len = build_finish(out, hl, uint32_t(payload.size()), h.ipv6, opt);
+    return BuildError::ok;
+}
+
+}  // namespace hcaemu::pkt

@@ -1,0 +1,41 @@
+// Field structs -> frame bytes in a caller's buffer: lengths, IPv4 checksum, pad, ICRC.
+// Two steps for the data path (headers, then the DMA engine puts the payload in place, then
+// build_finish), one call (build) when the payload is already in a buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "packet/errors.hpp"
+#include "packet/headers.hpp"
+#include "packet/opcode.hpp"
+
+namespace hcaemu::pkt {
+
+struct BuildOptions {
+    bool udp_checksum = false;  // RoCE v2 senders leave it 0 (IBTA A17.4.2); true computes it
+    bool pad_to_min = true;     // pad frames shorter than 60 bytes with zeros, as Ethernet requires
+};
+
+// Bytes from the Ethernet header to the first payload byte for this opcode.
+size_t header_len(const OpcodeInfo& op, bool vlan, bool ipv6);
+// Bytes a frame adds around `payload_len` payload bytes: headers, pad and ICRC (no min-size pad).
+size_t frame_len(const OpcodeInfo& op, bool vlan, bool ipv6, uint32_t payload_len);
+
+// Writes every header for `h` (opcode from h.bth.opcode, pad from payload_len; h.ip4.total_len,
+// h.udp.length, checksums and h.bth.pad_cnt are ignored). On ok, `hdr_len` is where the payload
+// goes. The ICRC is not yet valid.
+BuildError build_headers(const Headers& h, uint32_t payload_len, std::span<uint8_t> out, size_t& hdr_len);
+
+// With the payload at out[hdr_len, hdr_len + payload_len): writes pad bytes, the UDP checksum if
+// asked, the ICRC and any minimum-size padding. Returns the frame length.
+size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
+                    const BuildOptions& opt = {});
+
+// Both steps, copying `payload` into place.
+BuildError build(const Headers& h, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                 size_t& len, const BuildOptions& opt = {});
+
+constexpr uint8_t pad_for(uint32_t payload_len) { return uint8_t((4 - (payload_len & 3)) & 3); }
+
+}  // namespace hcaemu::pkt

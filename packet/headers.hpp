@@ -1,0 +1,163 @@
+// Header field structs for RoCE v2 frames: Ethernet, IPv4/IPv6, UDP, BTH and the IBA extension
+// headers. The same structs describe a parsed frame and a frame to build (see parse.hpp, build.hpp).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace hcaemu::pkt {
+
+constexpr uint16_t kRoceV2Port = 4791;  // IBTA Annex A17.2.1 (IANA RoCEv2 port)
+constexpr uint16_t kEthTypeIpv4 = 0x0800;
+constexpr uint16_t kEthTypeIpv6 = 0x86DD;
+constexpr uint16_t kEthTypeVlan = 0x8100;
+constexpr uint16_t kEthTypeArp = 0x0806;
+constexpr uint8_t kIpProtoUdp = 17;
+
+constexpr size_t kEthLen = 14;
+constexpr size_t kVlanLen = 4;
+constexpr size_t kIpv4Len = 20;  // options are rejected
+constexpr size_t kIpv6Len = 40;  // extension headers are rejected
+constexpr size_t kUdpLen = 8;
+constexpr size_t kBthLen = 12;   // IBTA 9.2
+constexpr size_t kRethLen = 16;  // IBTA 9.3.3
+constexpr size_t kAethLen = 4;   // IBTA 9.3.5
+constexpr size_t kAtomicEthLen = 28;     // IBTA 9.3.4
+constexpr size_t kAtomicAckEthLen = 8;   // IBTA 9.3.6
+constexpr size_t kImmDtLen = 4;  // IBTA 9.3.7
+constexpr size_t kIethLen = 4;   // IBTA 9.3.8
+constexpr size_t kDethLen = 8;   // IBTA 9.3.2
+constexpr size_t kFethLen = 4;   // IBTA 1.5 FLUSH extended transport header
+constexpr size_t kCnpLen = 16;   // IBTA Annex A17.9.3: 16 reserved bytes after the BTH
+constexpr size_t kIcrcLen = 4;
+constexpr size_t kMinFrameLen = 60;  // Ethernet minimum without FCS; shorter frames are padded
+
+using Mac = std::array<uint8_t, 6>;
+using Ip6 = std::array<uint8_t, 16>;  // also a RoCE v2 GID
+
+struct EthHdr {
+    Mac dst{};
+    Mac src{};
+    bool vlan = false;       // one 802.1Q tag present
+    uint16_t vlan_tci = 0;   // PCP(3) DEI(1) VID(12)
+    uint16_t ethertype = 0;  // the inner type (after the tag, if any)
+};
+
+struct Ipv4Hdr {
+    uint8_t tos = 0;            // DSCP(6) ECN(2)
+    uint16_t total_len = 0;     // parse only; build computes it
+    uint16_t id = 0;
+    uint16_t frag = 0x4000;     // flags(3) fragment offset(13); DF set, as Linux rxe sends
+    uint8_t ttl = 64;
+    uint16_t checksum = 0;      // parse only; build computes it
+    uint32_t src = 0;           // host order
+    uint32_t dst = 0;
+};
+
+struct Ipv6Hdr {
+    uint8_t traffic_class = 0;
+    uint32_t flow_label = 0;    // 20 bits
+    uint16_t payload_len = 0;   // parse only
+    uint8_t hop_limit = 64;
+    Ip6 src{};
+    Ip6 dst{};
+};
+
+struct UdpHdr {
+    uint16_t sport = 0xC000;
+    uint16_t dport = kRoceV2Port;
+    uint16_t length = 0;        // parse only
+    uint16_t checksum = 0;      // RoCE v2 senders put 0 (IBTA A17.4.2); see BuildOptions
+};
+
+// Base Transport Header, IBTA 9.2. Byte 4 carries FECN/BECN in RoCE v2 (IBTA A17.9.1).
+struct Bth {
+    uint8_t opcode = 0;
+    bool se = false;            // solicited event
+    bool mig = false;           // MigReq
+    uint8_t pad_cnt = 0;        // parse only; build derives it from the payload length
+    uint8_t tver = 0;           // must be 0 (IBTA C9-3 ... transport header version)
+    uint16_t pkey = 0xFFFF;
+    bool fecn = false;
+    bool becn = false;
+    uint8_t resv6 = 0;
+    uint32_t dest_qp = 0;       // 24 bits
+    bool ack_req = false;
+    uint8_t resv7 = 0;
+    uint32_t psn = 0;           // 24 bits
+};
+
+struct Reth {                   // RDMA Extended Transport Header, IBTA 9.3.3
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint32_t dma_len = 0;
+};
+
+// AETH syndrome, IBTA 9.3.5 table 41: bit 7 reserved, bits 6:5 type, bits 4:0 value.
+enum class AethType : uint8_t { ack = 0, rnr_nak = 1, reserved = 2, nak = 3 };
+enum class NakCode : uint8_t {   // IBTA 9.3.5 table 43
+    psn_seq_error = 0, invalid_request = 1, remote_access_error = 2, remote_op_error = 3,
+    invalid_rd_request = 4,
+};
+constexpr uint8_t kAethCreditInvalid = 0x1F;  // "no credit information", as rxe sends
+
+struct Aeth {
+    uint8_t syndrome = 0;
+    uint32_t msn = 0;           // 24 bits
+    AethType type() const { return AethType((syndrome >> 5) & 3); }
+    uint8_t value() const { return syndrome & 0x1F; }  // credits, RNR timer, or NAK code
+};
+constexpr uint8_t aeth_syndrome(AethType t, uint8_t value) { return uint8_t((uint8_t(t) << 5) | (value & 0x1F)); }
+const char* aeth_type_name(AethType t);
+const char* nak_code_name(uint8_t code);  // "reserved" for unknown codes
+
+struct AtomicEth {              // IBTA 9.3.4
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint64_t swap_add = 0;
+    uint64_t compare = 0;
+};
+
+struct AtomicAckEth {           // IBTA 9.3.6
+    uint64_t orig = 0;
+};
+
+struct Deth {                   // IBTA 9.3.2
+    uint32_t qkey = 0;
+    uint8_t resv8 = 0;
+    uint32_t src_qp = 0;        // 24 bits
+};
+
+struct Feth {                   // IBTA 1.5 FLUSH: selectivity level bits 5:4, placement type bits 3:0
+    uint32_t raw = 0;
+    uint8_t placement_type() const { return uint8_t(raw & 0xF); }
+    uint8_t selectivity() const { return uint8_t((raw >> 4) & 0x3); }
+};
+
+// Every header of one RoCE v2 frame. Only the extension headers that the opcode's table entry lists
+// are meaningful (opcode.hpp).
+struct Headers {
+    EthHdr eth;
+    bool ipv6 = false;
+    Ipv4Hdr ip4;
+    Ipv6Hdr ip6;
+    UdpHdr udp;
+    Bth bth;
+    Deth deth;
+    Feth feth;
+    Reth reth;
+    AtomicEth atomic;
+    Aeth aeth;
+    AtomicAckEth atomic_ack;
+    uint32_t imm = 0;           // ImmDt, as a host-order number (wire is big-endian)
+    uint32_t ieth_rkey = 0;     // IETH: the R_Key to invalidate
+    std::array<uint8_t, kCnpLen> cnp_reserved{};
+};
+
+// UDP source port for a QP's traffic, as Linux does: 0xC000 | a 14-bit multiplicative hash of the
+// QPN (hash_32 with the 32-bit golden ratio), which spreads QPs over ECMP paths.
+constexpr uint16_t udp_sport_for_qpn(uint32_t qpn) {
+    return uint16_t(0xC000 | ((uint32_t(qpn * 0x61C88647u) >> (32 - 14)) & 0x3FFF));
+}
+
+}  // namespace hcaemu::pkt

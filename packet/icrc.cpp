@@ -1,0 +1,149 @@
+#include "packet/icrc.hpp"
+
+#include <cstring>
+
+#include "packet/bytes.hpp"
+#include "packet/headers.hpp"
+
+// ISA-L exports its per-architecture CRC kernels beside the dispatching crc32_gzip_refl. They are
+// declared weak so that an ISA-L without one of them still links; that variant is then unavailable.
+extern "C" {
+uint32_t crc32_gzip_refl_base(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
+uint32_t crc32_gzip_refl_by8(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
+uint32_t crc32_gzip_refl_by16_10(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
+}
+
+namespace hcaemu::pkt {
+
+const std::array<const char*, kCrcImplCount> kCrcImplName = {"bitwise", "slice8", "isal_base",
+                                                             "isal_by8", "isal_by16_10"};
+
+namespace {
+
+constexpr uint32_t kPoly = 0xEDB88320u;  // IEEE 802.3 polynomial, reflected
+
+uint32_t crc_bitwise(uint32_t crc, const uint8_t* p, size_t n) {
+    crc = ~crc;
+    for (size_t i = 0; i < n; ++i) {
+        crc ^= p[i];
+        for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (kPoly & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+constexpr std::array<std::array<uint32_t, 256>, 8> make_slice8() {
+    std::array<std::array<uint32_t, 256>, 8> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t c = i;
+        for (int b = 0; b < 8; ++b) c = (c >> 1) ^ (kPoly & (0u - (c & 1u)));
+        t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i)
+        for (size_t s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
+    return t;
+}
+constexpr auto kSlice8 = make_slice8();
+
+uint32_t crc_slice8(uint32_t crc, const uint8_t* p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo;
+        uint32_t hi;
+        std::memcpy(&lo, p, 4);
+        std::memcpy(&hi, p + 4, 4);
+        lo ^= crc;
+        crc = kSlice8[7][lo & 0xFF] ^ kSlice8[6][(lo >> 8) & 0xFF] ^ kSlice8[5][(lo >> 16) & 0xFF] ^
+              kSlice8[4][lo >> 24] ^ kSlice8[3][hi & 0xFF] ^ kSlice8[2][(hi >> 8) & 0xFF] ^
+              kSlice8[1][(hi >> 16) & 0xFF] ^ kSlice8[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = (crc >> 8) ^ kSlice8[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+uint32_t crc_isal_base(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_base(crc, p, n); }
+uint32_t crc_isal_by8(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by8(crc, p, n); }
+uint32_t crc_isal_by16(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by16_10(crc, p, n); }
+
+bool available(CrcImpl impl) {
+    switch (impl) {
+    case CrcImpl::bitwise:
+    case CrcImpl::slice8: return true;
+    case CrcImpl::isal_base: return crc32_gzip_refl_base != nullptr;
+    case CrcImpl::isal_by8:
+        return crc32_gzip_refl_by8 != nullptr && __builtin_cpu_supports("pclmul") &&
+               __builtin_cpu_supports("sse4.1");
+    case CrcImpl::isal_by16_10:
+        // __builtin_cpu_supports checks that the OS saves the AVX-512 state too.
+        return crc32_gzip_refl_by16_10 != nullptr && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("vpclmulqdq");
+    case CrcImpl::count: break;
+    }
+    return false;
+}
+
+CrcImpl pick_fastest() {
+    for (CrcImpl c : {CrcImpl::isal_by16_10, CrcImpl::isal_by8, CrcImpl::slice8})
+        if (available(c)) return c;
+    return CrcImpl::slice8;
+}
+
+CrcImpl g_impl = pick_fastest();
+CrcFn g_fn = crc_impl_fn(g_impl);
+
+}  // namespace
+
+bool crc_impl_available(CrcImpl impl) { return available(impl); }
+
+CrcFn crc_impl_fn(CrcImpl impl) {
+    if (!available(impl)) return nullptr;
+    switch (impl) {
+    case CrcImpl::bitwise: return crc_bitwise;
+    case CrcImpl::slice8: return crc_slice8;
+    case CrcImpl::isal_base: return crc_isal_base;
+    case CrcImpl::isal_by8: return crc_isal_by8;
+    case CrcImpl::isal_by16_10: return crc_isal_by16;
+    case CrcImpl::count: break;
+    }
+    return nullptr;
+}
+
+CrcImpl crc_impl() { return g_impl; }
+
+void set_crc_impl(CrcImpl impl) {
+    if (CrcFn f = crc_impl_fn(impl)) {
+        g_impl = impl;
+        g_fn = f;
+    }
+}
+
+uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len) { return g_fn(crc, data, len); }
+
+uint32_t icrc(const uint8_t* l3, size_t len, bool ipv6) {
+    // Masked copy of the invariant-CRC prefix: 8 x 0xFF for the LRH, IP, UDP, BTH (IBTA A17.3.3).
+    constexpr size_t kMax = 8 + kIpv6Len + kUdpLen + kBthLen;
+    uint8_t buf[kMax];
+    const size_t ip_len = ipv6 ? kIpv6Len : kIpv4Len;
+    const size_t pre = ip_len + kUdpLen + kBthLen;
+    std::memset(buf, 0xFF, 8);
+    std::memcpy(buf + 8, l3, pre);
+    uint8_t* ip = buf + 8;
+    if (ipv6) {
+        ip[0] |= 0x0F;                       // traffic class, high nibble
+        ip[1] = ip[2] = ip[3] = 0xFF;        // traffic class low nibble, flow label
+        ip[7] = 0xFF;                        // hop limit
+    } else {
+        ip[1] = 0xFF;                        // TOS
+        ip[8] = 0xFF;                        // TTL
+        ip[10] = ip[11] = 0xFF;              // header checksum
+    }
+    uint8_t* udp = ip + ip_len;
+    udp[6] = udp[7] = 0xFF;                  // UDP checksum
+    udp[kUdpLen + 4] = 0xFF;                 // BTH byte 4: FECN, BECN, resv6
+    const uint32_t c = g_fn(0, buf, 8 + pre);
+    return g_fn(c, l3 + pre, len - pre);
+}
+
+}  // namespace hcaemu::pkt

@@ -1,0 +1,37 @@
+// hcaemu: the command-line front end. Each subcommand is a thin layer over the libraries.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/cli.hpp"
+
+namespace {
+
+constexpr const char* kHelp =
+    "usage: hcaemu SUBCOMMAND [OPTIONS]\n"
+    "\n"
+    "hcaemu is a software RoCE v2 HCA. Subcommands:\n"
+    "  dissect FILE.pcap   decode every RoCE v2 frame of a capture: headers, fields, ICRC, and\n"
+    "                      what each field means to the HCA (--brief, --json)\n"
+    "  demo                write a capture of one frame of every RoCE v2 opcode and dissect it\n"
+    "\n"
+    "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
+    "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fputs(kHelp, stderr);
+        return hcaemu::tools::kExitUsage;
+    }
+    const std::string sub = argv[1];
+    if (sub == "-h" || sub == "--help" || sub == "help") {
+        std::fputs(kHelp, stdout);
+        return hcaemu::tools::kExitOk;
+    }
+    if (sub == "dissect") return hcaemu::tools::cmd_dissect(argc - 1, argv + 1);
+    if (sub == "demo") return hcaemu::tools::cmd_demo(argc - 1, argv + 1);
+    std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
+    return hcaemu::tools::kExitUsage;
+}

@@ -1,0 +1,22 @@
+// A teaching conversation: one frame of every opcode in the opcode table, between two RoCE v2
+// ports on 198.18.0.0/15 (and one IPv6 and one VLAN-tagged frame), built with the packet layer.
+// `hcaemu demo` writes it as pcap; tests check it with tshark and scapy.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "packet/headers.hpp"
+
+namespace hcaemu::tools {
+
+struct SampleFrame {
+    std::vector<uint8_t> bytes;
+    pkt::Headers h;                 // the fields it was built from
+    std::vector<uint8_t> payload;
+    std::string what;               // one line: what this frame is doing in the conversation
+};
+
+std::vector<SampleFrame> sample_frames();
+
+}  // namespace hcaemu::tools
