@@ -124,14 +124,14 @@ size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len
     size_t end = hdr_len + payload_len;
     std::memset(f + end, 0, pad);
     end += pad;
-    if (opt.udp_checksum) {
-        uint8_t* udp = f + l3 + (ipv6 ? kIpv6Len : kIpv4Len);
+    store_le32(f + end, icrc(f + l3, end - l3, ipv6));  // masks the UDP checksum: order free
+    end += kIcrcLen;
+    if (opt.udp_checksum == UdpCsum::compute || (opt.udp_checksum == UdpCsum::standard && ipv6)) {
+        uint8_t* udp = f + l3 + (ipv6 ? kIpv6Len : kIpv4Len);  // covers the ICRC: computed last
         store_be16(udp + 6, 0);
-        uint16_t c = udp_checksum(f + l3, ipv6);
+        const uint16_t c = udp_checksum(f + l3, ipv6);
         store_be16(udp + 6, c == 0 ? 0xFFFF : c);  // RFC 768: a computed 0 is sent as all ones
     }
-    store_le32(f + end, icrc(f + l3, end - l3, ipv6));
-    end += kIcrcLen;
     if (opt.pad_to_min && end < kMinFrameLen) {
         std::memset(f + end, 0, kMinFrameLen - end);
         end = kMinFrameLen;

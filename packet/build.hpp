@@ -12,8 +12,14 @@
 
 namespace hcaemu::pkt {
 
+enum class UdpCsum : uint8_t {
+    standard,  // 0 over IPv4 as RoCE v2 senders do (IBTA A17.4.2); computed over IPv6 (RFC 8200 8.1)
+    zero,      // always 0 (RFC 6935 allows it over IPv6 for tunnels)
+    compute,   // always computed
+};
+
 struct BuildOptions {
-    bool udp_checksum = false;  // RoCE v2 senders leave it 0 (IBTA A17.4.2); true computes it
+    UdpCsum udp_checksum = UdpCsum::standard;
     bool pad_to_min = true;     // pad frames shorter than 60 bytes with zeros, as Ethernet requires
 };
 

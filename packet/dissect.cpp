@@ -111,14 +111,17 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
     if (!decoded_udp(e)) return;
     app(s, "  UDP       sport %u -> dport %u  length %u  checksum 0x%04x%s\n", h.udp.sport, h.udp.dport,
         h.udp.length, h.udp.checksum, h.udp.checksum == 0 ? " (none, as RoCE v2 senders do)" : "");
-    note(s, o, "dport 4791 is RoCE v2; the sender picks sport per QP (0xC000 | hash of its QPN) to spread QPs over ECMP paths");
+    note(s, o, "dport 4791 is RoCE v2; sport is fixed per connection (a hash of both QPNs, 0xC000-0xFFFF) so that ECMP keeps a QP's packets on one path, in order");
     if (!decoded_bth(e)) return;
     const Bth& b = h.bth;
     app(s, "  BTH       OpCode 0x%02x (%s)  SE %u  M %u  PadCnt %u  TVer %u  P_Key 0x%04x  FECN %u  BECN %u  DestQP 0x%06x  AckReq %u  PSN %u (0x%06x)\n",
         b.opcode, decoded_opcode(e) ? p.op->name : "unknown", b.se, b.mig, b.pad_cnt, b.tver, b.pkey,
         b.fecn, b.becn, b.dest_qp, b.ack_req, b.psn, b.psn);
     note(s, o, "DestQP is the receiving QP's number: the HCA finds the QP in its QP table by it");
-    note(s, o, "PSN orders this QP's packets: the responder accepts only its expected PSN, re-ACKs duplicates and NAKs gaps");
+    if (decoded_opcode(e) && !p.op->request && p.op->transport != Transport::cnp)
+        note(s, o, "a response carries the PSN of the request packet it answers; the requester's completer matches it against its outstanding WQEs");
+    else
+        note(s, o, "PSN orders this QP's packets: the responder accepts only its expected PSN, re-ACKs duplicates and NAKs gaps");
     if (decoded_opcode(e))
         app(s, "            . %s, %s, position %s; headers after BTH: %s%s%s%s%s%s%s%s%s%s\n",
             kTransportName[size_t(p.op->transport)], p.op->request ? "request" : "response",
@@ -176,6 +179,7 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
             note(s, o, "the responder's DMA engine writes it into the MR (WRITE) or the receive WQE's SGEs (SEND)");
     }
     app(s, "  ICRC      0x%08x (%s)\n", p.icrc, e == ParseError::ok ? "ok" : "BAD");
+    note(s, o, "CRC32 over IP, UDP, BTH, headers and payload with the fields routers may change masked: a frame damaged on the way is dropped and counted");
 }
 
 void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen) {

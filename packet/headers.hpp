@@ -41,6 +41,7 @@ struct EthHdr {
     bool vlan = false;       // one 802.1Q tag present
     uint16_t vlan_tci = 0;   // PCP(3) DEI(1) VID(12)
     uint16_t ethertype = 0;  // the inner type (after the tag, if any)
+    bool operator==(const EthHdr&) const = default;
 };
 
 struct Ipv4Hdr {
@@ -52,6 +53,7 @@ struct Ipv4Hdr {
     uint16_t checksum = 0;      // parse only; build computes it
     uint32_t src = 0;           // host order
     uint32_t dst = 0;
+    bool operator==(const Ipv4Hdr&) const = default;
 };
 
 struct Ipv6Hdr {
@@ -61,6 +63,7 @@ struct Ipv6Hdr {
     uint8_t hop_limit = 64;
     Ip6 src{};
     Ip6 dst{};
+    bool operator==(const Ipv6Hdr&) const = default;
 };
 
 struct UdpHdr {
@@ -68,6 +71,7 @@ struct UdpHdr {
     uint16_t dport = kRoceV2Port;
     uint16_t length = 0;        // parse only
     uint16_t checksum = 0;      // RoCE v2 senders put 0 (IBTA A17.4.2); see BuildOptions
+    bool operator==(const UdpHdr&) const = default;
 };
 
 // Base Transport Header, IBTA 9.2. Byte 4 carries FECN/BECN in RoCE v2 (IBTA A17.9.1).
@@ -85,12 +89,14 @@ struct Bth {
     bool ack_req = false;
     uint8_t resv7 = 0;
     uint32_t psn = 0;           // 24 bits
+    bool operator==(const Bth&) const = default;
 };
 
 struct Reth {                   // RDMA Extended Transport Header, IBTA 9.3.3
     uint64_t va = 0;
     uint32_t rkey = 0;
     uint32_t dma_len = 0;
+    bool operator==(const Reth&) const = default;
 };
 
 // AETH syndrome, IBTA 9.3.5 table 41: bit 7 reserved, bits 6:5 type, bits 4:0 value.
@@ -106,6 +112,7 @@ struct Aeth {
     uint32_t msn = 0;           // 24 bits
     AethType type() const { return AethType((syndrome >> 5) & 3); }
     uint8_t value() const { return syndrome & 0x1F; }  // credits, RNR timer, or NAK code
+    bool operator==(const Aeth&) const = default;
 };
 constexpr uint8_t aeth_syndrome(AethType t, uint8_t value) { return uint8_t((uint8_t(t) << 5) | (value & 0x1F)); }
 const char* aeth_type_name(AethType t);
@@ -116,22 +123,26 @@ struct AtomicEth {              // IBTA 9.3.4
     uint32_t rkey = 0;
     uint64_t swap_add = 0;
     uint64_t compare = 0;
+    bool operator==(const AtomicEth&) const = default;
 };
 
 struct AtomicAckEth {           // IBTA 9.3.6
     uint64_t orig = 0;
+    bool operator==(const AtomicAckEth&) const = default;
 };
 
 struct Deth {                   // IBTA 9.3.2
     uint32_t qkey = 0;
     uint8_t resv8 = 0;
     uint32_t src_qp = 0;        // 24 bits
+    bool operator==(const Deth&) const = default;
 };
 
 struct Feth {                   // IBTA 1.5 FLUSH: selectivity level bits 5:4, placement type bits 3:0
     uint32_t raw = 0;
     uint8_t placement_type() const { return uint8_t(raw & 0xF); }
     uint8_t selectivity() const { return uint8_t((raw >> 4) & 0x3); }
+    bool operator==(const Feth&) const = default;
 };
 
 // Every header of one RoCE v2 frame. Only the extension headers that the opcode's table entry lists
@@ -152,12 +163,30 @@ struct Headers {
     uint32_t imm = 0;           // ImmDt, as a host-order number (wire is big-endian)
     uint32_t ieth_rkey = 0;     // IETH: the R_Key to invalidate
     std::array<uint8_t, kCnpLen> cnp_reserved{};
+    bool operator==(const Headers&) const = default;
 };
 
-// UDP source port for a QP's traffic, as Linux does: 0xC000 | a 14-bit multiplicative hash of the
-// QPN (hash_32 with the 32-bit golden ratio), which spreads QPs over ECMP paths.
+// UDP source port of a QP's traffic, as Linux chooses it: the port spreads QPs over ECMP paths and
+// stays fixed per connection. At creation: 0xC000 | a 14-bit multiplicative hash of the QPN
+// (hash_32 with the 32-bit golden ratio).
 constexpr uint16_t udp_sport_for_qpn(uint32_t qpn) {
     return uint16_t(0xC000 | ((uint32_t(qpn * 0x61C88647u) >> (32 - 14)) & 0x3FFF));
+}
+
+// The IPv6-style flow label of a connection when the AH gives none: a hash of both QPNs, the same
+// in both directions (Linux rdma_calc_flow_label).
+constexpr uint32_t flow_label_for_qps(uint32_t lqpn, uint32_t rqpn) {
+    uint64_t v = uint64_t(lqpn) * rqpn;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    return uint32_t(v & 0xFFFFF);
+}
+
+// Once connected (modify to RTR with an address vector): the port folds the 20-bit flow label into
+// 14 bits, so both ends of an RC connection use the same source port (Linux rdma_get_udp_sport).
+constexpr uint16_t udp_sport_for_flow(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
+    const uint32_t fl = flow_label ? flow_label & 0xFFFFF : flow_label_for_qps(lqpn, rqpn);
+    return uint16_t(0xC000 | ((fl & 0x3FFF) ^ (fl >> 14)));
 }
 
 }  // namespace hcaemu::pkt

@@ -5,18 +5,20 @@
 #include "packet/bytes.hpp"
 #include "packet/headers.hpp"
 
-// ISA-L exports its per-architecture CRC kernels beside the dispatching crc32_gzip_refl. They are
-// declared weak so that an ISA-L without one of them still links; that variant is then unavailable.
+#include <isa-l/crc.h>
+
+// ISA-L exports its per-architecture CRC kernels beside the dispatching crc32_gzip_refl without
+// declaring them. They are declared here weak, so that an ISA-L without one of them still links;
+// that variant is then unavailable. The strong reference to crc32_gzip_refl keeps the library linked.
 extern "C" {
-uint32_t crc32_gzip_refl_base(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
 uint32_t crc32_gzip_refl_by8(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
 uint32_t crc32_gzip_refl_by16_10(uint32_t, const unsigned char*, uint64_t) __attribute__((weak));
 }
 
 namespace hcaemu::pkt {
 
-const std::array<const char*, kCrcImplCount> kCrcImplName = {"bitwise", "slice8", "isal_base",
-                                                             "isal_by8", "isal_by16_10"};
+const std::array<const char*, kCrcImplCount> kCrcImplName = {
+    "bitwise", "slice8", "isal_dispatch", "isal_base", "isal_by8", "isal_by16_10"};
 
 namespace {
 
@@ -62,7 +64,8 @@ uint32_t crc_slice8(uint32_t crc, const uint8_t* p, size_t n) {
     return ~crc;
 }
 
-uint32_t crc_isal_base(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_base(crc, p, n); }
+uint32_t crc_isal_dispatch(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl(crc, p, n); }
+uint32_t crc_isal_base(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_base(crc, const_cast<uint8_t*>(p), n); }  // reads only
 uint32_t crc_isal_by8(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by8(crc, p, n); }
 uint32_t crc_isal_by16(uint32_t crc, const uint8_t* p, size_t n) { return crc32_gzip_refl_by16_10(crc, p, n); }
 
@@ -70,7 +73,8 @@ bool available(CrcImpl impl) {
     switch (impl) {
     case CrcImpl::bitwise:
     case CrcImpl::slice8: return true;
-    case CrcImpl::isal_base: return crc32_gzip_refl_base != nullptr;
+    case CrcImpl::isal_dispatch:
+    case CrcImpl::isal_base: return true;
     case CrcImpl::isal_by8:
         return crc32_gzip_refl_by8 != nullptr && __builtin_cpu_supports("pclmul") &&
                __builtin_cpu_supports("sse4.1");
@@ -85,9 +89,10 @@ bool available(CrcImpl impl) {
 }
 
 CrcImpl pick_fastest() {
-    for (CrcImpl c : {CrcImpl::isal_by16_10, CrcImpl::isal_by8, CrcImpl::slice8})
+    // The fastest kernel this CPU runs; ISA-L's own dispatcher where its kernels are not exported.
+    for (CrcImpl c : {CrcImpl::isal_by16_10, CrcImpl::isal_by8, CrcImpl::isal_dispatch})
         if (available(c)) return c;
-    return CrcImpl::slice8;
+    return CrcImpl::isal_dispatch;
 }
 
 CrcImpl g_impl = pick_fastest();
@@ -102,6 +107,7 @@ CrcFn crc_impl_fn(CrcImpl impl) {
     switch (impl) {
     case CrcImpl::bitwise: return crc_bitwise;
     case CrcImpl::slice8: return crc_slice8;
+    case CrcImpl::isal_dispatch: return crc_isal_dispatch;
     case CrcImpl::isal_base: return crc_isal_base;
     case CrcImpl::isal_by8: return crc_isal_by8;
     case CrcImpl::isal_by16_10: return crc_isal_by16;

@@ -10,6 +10,7 @@ namespace hcaemu::pkt {
 enum class CrcImpl : uint8_t {
     bitwise,       // one bit at a time: the reference
     slice8,        // portable table-driven slice-by-8: the fallback
+    isal_dispatch, // ISA-L's crc32_gzip_refl, which picks its kernel from the CPU itself
     isal_base,     // ISA-L's portable C version
     isal_by8,      // ISA-L, PCLMULQDQ (SSE)
     isal_by16_10,  // ISA-L, VPCLMULQDQ (AVX-512)

@@ -27,7 +27,7 @@ struct Conv {
         h.ip4.src = a_to_b ? kIpA : kIpB;
         h.ip4.dst = a_to_b ? kIpB : kIpA;
         h.ip4.id = ip_id++;
-        h.udp.sport = udp_sport_for_qpn(a_to_b ? kQpA : kQpB);
+        h.udp.sport = udp_sport_for_flow(0, kQpA, kQpB);  // connected RC/UC: same port both ways
         h.bth.dest_qp = a_to_b ? kQpB : kQpA;
         return h;
     }
@@ -164,11 +164,13 @@ std::vector<SampleFrame> sample_frames() {
     h = req(op::ud | op::send_only, 500, false);
     h.bth.dest_qp = 0x000020;
     h.deth = {0x11111111, 0, kQpA};
+    h.udp.sport = udp_sport_for_qpn(kQpA);  // UD has no connection: the QP's own port
     c.add(h, 256, "UD SEND Only: DETH carries Q_Key and source QP", 40);
     h = req(op::ud | op::send_only_imm, 501, false);
     h.bth.dest_qp = 0x000020;
     h.deth = {0x11111111, 0, kQpA};
     h.imm = 0x600d600d;
+    h.udp.sport = udp_sport_for_qpn(kQpA);
     c.add(h, 100, "UD SEND Only with Immediate", 41);
 
     // CNP: B saw CE marks on A's traffic and notifies A's QP (IBTA A17.9.3).

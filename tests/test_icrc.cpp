@@ -1,0 +1,128 @@
+// CRC32 variants against each other and the reference; the ICRC's masking rules.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "packet/build.hpp"
+#include "packet/bytes.hpp"
+#include "packet/icrc.hpp"
+#include "packet/parse.hpp"
+
+using namespace hcaemu::pkt;
+
+namespace {
+
+std::vector<CrcImpl> available_impls() {
+    std::vector<CrcImpl> v;
+    for (size_t i = 0; i < kCrcImplCount; ++i)
+        if (crc_impl_available(CrcImpl(i))) v.push_back(CrcImpl(i));
+    return v;
+}
+
+// Restores the active implementation when a test changes it.
+struct ImplGuard {
+    CrcImpl saved = crc_impl();
+    ~ImplGuard() { set_crc_impl(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("every CRC32 variant gives the IEEE check value", "[crc]") {
+    const uint8_t msg[] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
+    for (CrcImpl c : available_impls()) {
+        INFO(kCrcImplName[size_t(c)]);
+        CHECK(crc_impl_fn(c)(0, msg, 9) == 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
+        CHECK(crc_impl_fn(c)(0, msg, 0) == 0u);
+    }
+}
+
+TEST_CASE("the portable variants are always there and an accelerated one is picked when the CPU has it", "[crc]") {
+    CHECK(crc_impl_available(CrcImpl::bitwise));
+    CHECK(crc_impl_available(CrcImpl::slice8));
+    CHECK(crc_impl_available(CrcImpl::isal_base));  // linked ISA-L exports it
+    if (__builtin_cpu_supports("pclmul")) {
+        CHECK(crc_impl_available(CrcImpl::isal_by8));
+        CHECK(crc_impl() != CrcImpl::slice8);
+    }
+    CHECK(crc_impl() != CrcImpl::bitwise);
+}
+
+TEST_CASE("CRC32 variants agree at every length, alignment and chaining split", "[crc]") {
+    std::mt19937_64 rng(42);
+    std::vector<uint8_t> buf(4096 + 64);
+    for (auto& b : buf) b = uint8_t(rng());
+    const auto impls = available_impls();
+    const CrcFn ref = crc_impl_fn(CrcImpl::bitwise);
+    for (size_t len = 0; len <= 2100; len += (len < 300 ? 1 : 97)) {
+        const size_t align = len % 61;
+        const uint32_t want = ref(0, buf.data() + align, len);
+        const size_t split = len / 3;
+        const uint32_t seed = uint32_t(rng());
+        const uint32_t want_seeded = ref(seed, buf.data() + align, len);
+        for (CrcImpl c : impls) {
+            INFO(kCrcImplName[size_t(c)] << " len " << len);
+            const CrcFn f = crc_impl_fn(c);
+            REQUIRE(f(0, buf.data() + align, len) == want);
+            REQUIRE(f(f(0, buf.data() + align, split), buf.data() + align + split, len - split) == want);
+            REQUIRE(f(seed, buf.data() + align, len) == want_seeded);
+        }
+    }
+    for (CrcImpl c : impls) CHECK(crc_impl_fn(c)(0, buf.data(), 4096) == ref(0, buf.data(), 4096));
+}
+
+TEST_CASE("set_crc_impl switches the active variant and ignores unavailable ones", "[crc]") {
+    ImplGuard g;
+    set_crc_impl(CrcImpl::slice8);
+    CHECK(crc_impl() == CrcImpl::slice8);
+    set_crc_impl(CrcImpl::count);
+    CHECK(crc_impl() == CrcImpl::slice8);
+}
+
+TEST_CASE("ICRC masks exactly the variant fields (IBTA A17.3.3)", "[crc][icrc]") {
+    ImplGuard g;
+    for (bool v6 : {false, true}) {
+        Headers h;
+        h.ipv6 = v6;
+        h.bth.opcode = 0x04;  // RC SEND Only
+        h.bth.dest_qp = 0x123456;
+        h.bth.psn = 0xABCDEF;
+        std::vector<uint8_t> pl(37, 0x5A), f(256);
+        size_t len = 0;
+        REQUIRE(build(h, pl, f, len) == BuildError::ok);
+        const size_t l3 = kEthLen;
+        const size_t ipl = v6 ? kIpv6Len : kIpv4Len;
+        const size_t icrc_at = len - kIcrcLen;  // frame is above 60 bytes: no Ethernet padding
+        const uint32_t base = icrc(f.data() + l3, icrc_at - l3, v6);
+        REQUIRE(load_le32(f.data() + icrc_at) == base);
+
+        // Bytes whose bits the ICRC ignores: the variant fields.
+        std::vector<size_t> variant;
+        if (v6) {
+            variant = {l3 + 1, l3 + 2, l3 + 3, l3 + 7};  // TC low nibble + flow label, hop limit
+        } else {
+            variant = {l3 + 1, l3 + 8, l3 + 10, l3 + 11};  // TOS, TTL, header checksum
+        }
+        variant.push_back(l3 + ipl + 6);  // UDP checksum
+        variant.push_back(l3 + ipl + 7);
+        variant.push_back(l3 + ipl + kUdpLen + 4);  // BTH byte 4: FECN, BECN, resv6
+        for (size_t at = l3; at < icrc_at; ++at) {
+            for (int bit = 0; bit < 8; ++bit) {
+                auto g2 = f;
+                g2[at] ^= uint8_t(1u << bit);
+                const bool is_variant = std::find(variant.begin(), variant.end(), at) != variant.end() ||
+                                        (v6 && at == l3 && bit < 4);  // TC high nibble
+                INFO("v6 " << v6 << " byte " << at << " bit " << bit);
+                REQUIRE((icrc(g2.data() + l3, icrc_at - l3, v6) == base) == is_variant);
+            }
+        }
+        // Every variant gives the same ICRC over real frames.
+        for (size_t i = 0; i < kCrcImplCount; ++i) {
+            if (!crc_impl_available(CrcImpl(i))) continue;
+            set_crc_impl(CrcImpl(i));
+            CHECK(icrc(f.data() + l3, icrc_at - l3, v6) == base);
+        }
+    }
+}
