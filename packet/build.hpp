@@ -13,7 +13,7 @@
 namespace hcaemu::pkt {
 
 enum class UdpCsum : uint8_t {
-    standard,  // 0 over IPv4 as RoCE v2 senders do (IBTA A17.4.2); computed over IPv6 (RFC 8200 8.1)
+    standard,  // 0 over IPv4 as RoCE v2 senders do (IBTA Annex A17, RoCE v2); computed over IPv6 (RFC 8200 8.1)
     zero,      // always 0 (RFC 6935 allows it over IPv6 for tunnels)
     compute,   // always computed
 };

@@ -1,4 +1,4 @@
-// Big-endian loads and stores over byte pointers. Wire formats are network order (IBTA 5.2, RFC 791).
+// Big-endian loads and stores over byte pointers. Wire formats are network order (IBTA 9.2, RFC 791).
 #pragma once
 #include <cstdint>
 #include <cstring>

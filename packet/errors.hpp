@@ -21,9 +21,9 @@ enum class ParseError : uint8_t {
     not_udp,             // IPv4 protocol / IPv6 next header is not UDP
     bad_udp_length,      // UDP length too small or not equal to what the IP length leaves
     not_roce_port,       // UDP destination port is not 4791
-    bad_udp_checksum,    // non-zero and wrong (zero is accepted, IBTA A17.4.2)
+    bad_udp_checksum,    // non-zero and wrong (zero is accepted: RoCE v2 senders use it)
     truncated_bth,
-    bad_tver,            // BTH TVer not 0 (IBTA C9-3)
+    bad_tver,            // BTH TVer not 0 (IBTA 9.2)
     unknown_opcode,      // not an RC, UC or UD opcode, nor the CNP
     truncated_headers,   // too short for the opcode's extension headers and the ICRC
     unexpected_payload,  // bytes after the headers of an opcode that carries no payload

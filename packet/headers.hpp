@@ -7,7 +7,7 @@
 
 namespace hcaemu::pkt {
 
-constexpr uint16_t kRoceV2Port = 4791;  // IBTA Annex A17.2.1 (IANA RoCEv2 port)
+constexpr uint16_t kRoceV2Port = 4791;  // IBTA Annex A17 (IANA's RoCEv2 port)
 constexpr uint16_t kEthTypeIpv4 = 0x0800;
 constexpr uint16_t kEthTypeIpv6 = 0x86DD;
 constexpr uint16_t kEthTypeVlan = 0x8100;
@@ -28,7 +28,7 @@ constexpr size_t kImmDtLen = 4;  // IBTA 9.3.7
 constexpr size_t kIethLen = 4;   // IBTA 9.3.8
 constexpr size_t kDethLen = 8;   // IBTA 9.3.2
 constexpr size_t kFethLen = 4;   // IBTA 1.5 FLUSH extended transport header
-constexpr size_t kCnpLen = 16;   // IBTA Annex A17.9.3: 16 reserved bytes after the BTH
+constexpr size_t kCnpLen = 16;   // IBTA Annex A17: 16 reserved bytes after the BTH
 constexpr size_t kIcrcLen = 4;
 constexpr size_t kMinFrameLen = 60;  // Ethernet minimum without FCS; shorter frames are padded
 
@@ -70,7 +70,7 @@ struct UdpHdr {
     uint16_t sport = 0xC000;
     uint16_t dport = kRoceV2Port;
     uint16_t length = 0;        // parse only
-    uint16_t checksum = 0;      // RoCE v2 senders put 0 (IBTA A17.4.2); see BuildOptions
+    uint16_t checksum = 0;      // RoCE v2 senders put 0 (IBTA Annex A17, RoCE v2); see BuildOptions
     bool operator==(const UdpHdr&) const = default;
 };
 
@@ -80,7 +80,7 @@ struct Bth {
     bool se = false;            // solicited event
     bool mig = false;           // MigReq
     uint8_t pad_cnt = 0;        // parse only; build derives it from the payload length
-    uint8_t tver = 0;           // must be 0 (IBTA C9-3 ... transport header version)
+    uint8_t tver = 0;           // must be 0 (IBTA 9.2: transport header version)
     uint16_t pkey = 0xFFFF;
     bool fecn = false;
     bool becn = false;
@@ -99,9 +99,9 @@ struct Reth {                   // RDMA Extended Transport Header, IBTA 9.3.3
     bool operator==(const Reth&) const = default;
 };
 
-// AETH syndrome, IBTA 9.3.5 table 41: bit 7 reserved, bits 6:5 type, bits 4:0 value.
+// AETH syndrome, IBTA 9.3.5: bit 7 reserved, bits 6:5 type, bits 4:0 value.
 enum class AethType : uint8_t { ack = 0, rnr_nak = 1, reserved = 2, nak = 3 };
-enum class NakCode : uint8_t {   // IBTA 9.3.5 table 43
+enum class NakCode : uint8_t {   // IBTA 9.3.5
     psn_seq_error = 0, invalid_request = 1, remote_access_error = 2, remote_op_error = 3,
     invalid_rd_request = 4,
 };

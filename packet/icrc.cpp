@@ -128,7 +128,7 @@ void set_crc_impl(CrcImpl impl) {
 uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len) { return g_fn(crc, data, len); }
 
 uint32_t icrc(const uint8_t* l3, size_t len, bool ipv6) {
-    // Masked copy of the invariant-CRC prefix: 8 x 0xFF for the LRH, IP, UDP, BTH (IBTA A17.3.3).
+    // Masked copy of the invariant-CRC prefix: 8 x 0xFF for the LRH, IP, UDP, BTH (IBTA Annex A17, RoCE v2).
     constexpr size_t kMax = 8 + kIpv6Len + kUdpLen + kBthLen;
     uint8_t buf[kMax];
     const size_t ip_len = ipv6 ? kIpv6Len : kIpv4Len;

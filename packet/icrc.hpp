@@ -1,4 +1,4 @@
-// CRC32 (IEEE 802.3, reflected) and the RoCE v2 invariant CRC (IBTA Annex A17.3.3).
+// CRC32 (IEEE 802.3, reflected) and the RoCE v2 invariant CRC (IBTA Annex A17).
 #pragma once
 #include <array>
 #include <cstddef>

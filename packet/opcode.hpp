@@ -39,7 +39,7 @@ constexpr uint8_t send_first = 0x00, send_middle = 0x01, send_last = 0x02, send_
                   read_response_last = 0x0F, read_response_only = 0x10, acknowledge = 0x11,
                   atomic_acknowledge = 0x12, cmp_swap = 0x13, fetch_add = 0x14,
                   send_last_inv = 0x16, send_only_inv = 0x17, flush = 0x1C, atomic_write = 0x1D;
-constexpr uint8_t cnp = 0x81;  // IBTA A17.9.3: CNP, "RoCEv2 congestion notification"
+constexpr uint8_t cnp = 0x81;  // IBTA Annex A17: CNP, "RoCEv2 congestion notification"
 }  // namespace op
 
 struct OpcodeInfo {

@@ -173,7 +173,7 @@ std::vector<SampleFrame> sample_frames() {
     h.udp.sport = udp_sport_for_qpn(kQpA);
     c.add(h, 100, "UD SEND Only with Immediate", 41);
 
-    // CNP: B saw CE marks on A's traffic and notifies A's QP (IBTA A17.9.3).
+    // CNP: B saw CE marks on A's traffic and notifies A's QP (IBTA Annex A17).
     h = c.base(false);
     h.bth.opcode = op::cnp;
     h.bth.becn = true;

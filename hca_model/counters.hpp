@@ -1,0 +1,73 @@
+// Device counters in one table, named as Linux rxe and mlx5 name them where the meaning is the
+// same, plus one receive-error counter per packet-layer parse error ("rx_err_" + its name).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "packet/errors.hpp"
+
+namespace hcaemu {
+
+#define HCAEMU_COUNTERS(X)                                                                       \
+    X(sent_pkts)                  /* rxe: packets sent */                                        \
+    X(rcvd_pkts)                  /* rxe: RoCE packets received and accepted */                  \
+    X(sent_bytes)                                                                                \
+    X(rcvd_bytes)                                                                                \
+    X(duplicate_request)          /* mlx5/rxe: duplicate requests re-acknowledged, C9-105 */     \
+    X(out_of_sequence)            /* mlx5: requests with a PSN past the expected one */          \
+    X(packet_seq_err)             /* mlx5: PSN sequence error NAKs received */                   \
+    X(implied_nak_seq_err)        /* mlx5: responses implying lost ones (C9-148) */              \
+    X(local_ack_timeout_err)      /* mlx5: ACK timer expiries */                                 \
+    X(rnr_nak_retry_err)          /* mlx5: RNR NAKs received */                                  \
+    X(rcvd_rnr_err)               /* rxe: RNR NAKs received */                                   \
+    X(send_rnr_err)               /* rxe: RNR NAKs sent */                                       \
+    X(retry_exceeded_err)         /* rxe: retry_cnt exhausted */                                 \
+    X(retry_rnr_exceeded_err)     /* rxe: rnr_retry exhausted */                                 \
+    X(completer_retry_err)        /* rxe: retransmissions started by the completer */            \
+    X(req_remote_access_errors)   /* mlx5: remote access error NAKs received */                  \
+    X(resp_remote_access_errors)  /* mlx5: remote access errors detected as responder */         \
+    X(req_remote_invalid_request) /* mlx5: invalid request NAKs received */                      \
+    X(resp_local_length_error)    /* mlx5: incoming message longer than the receive WQE */       \
+    X(req_cqe_error)              /* mlx5: requester completions with an error status */         \
+    X(resp_cqe_error)                                                                            \
+    X(req_cqe_flush_error)        /* mlx5: send WRs flushed */                                   \
+    X(resp_cqe_flush_error)       /* mlx5: receive WRs flushed */                                \
+    X(rx_write_requests)          /* mlx5 */                                                     \
+    X(rx_read_requests)           /* mlx5 */                                                     \
+    X(rx_atomic_requests)         /* mlx5 */                                                     \
+    X(out_of_buffer)              /* mlx5: no receive WQE (RNR) */                               \
+    X(np_cnp_sent)                /* mlx5: CNPs sent */                                          \
+    X(rp_cnp_handled)             /* mlx5: CNPs received */                                      \
+    X(cq_overflow)                /* CQ overflows (IBV_EVENT_CQ_ERR raised) */                   \
+    X(rx_drop_no_qp)              /* DestQP is no QP of this device, or not in a receiving state */ \
+    X(rdma_sends)                 /* rxe */                                                      \
+    X(rdma_recvs)                 /* rxe */                                                      \
+    X(dma_bytes_read)             /* DMA engine: bytes read from registered memory */            \
+    X(dma_bytes_written)          /* DMA engine: bytes written to registered memory */           \
+    X(dma_access_errors)          /* DMA engine: accesses refused by the MR check */
+
+enum class Counter : uint16_t {
+#define HCAEMU_ENUM(n) n,
+    HCAEMU_COUNTERS(HCAEMU_ENUM)
+#undef HCAEMU_ENUM
+    count,
+};
+constexpr size_t kCounterCount = size_t(Counter::count);
+
+inline constexpr std::array<const char*, kCounterCount> kCounterName = {
+#define HCAEMU_NAME(n) #n,
+    HCAEMU_COUNTERS(HCAEMU_NAME)
+#undef HCAEMU_NAME
+};
+
+// The device's counters: plain integers bumped by the one poll loop that owns the device.
+struct Counters {
+    std::array<uint64_t, kCounterCount> v{};
+    std::array<uint64_t, pkt::kParseErrorCount> rx_err{};  // index = pkt::ParseError
+    void add(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }
+    uint64_t get(Counter c) const { return v[size_t(c)]; }
+    void rx_error(pkt::ParseError e) { ++rx_err[size_t(e)]; }
+};
+
+}  // namespace hcaemu

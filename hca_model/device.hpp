@@ -1,0 +1,284 @@
+// The verbs-like C++ API of one HCA. Anyone who knows libibverbs recognises each call:
+//   Device           ibv_open_device, ibv_query_device, ibv_query_port, ibv_query_gid,
+//                    ibv_get_async_event
+//   Pd               ibv_alloc_pd / ibv_dealloc_pd
+//   Mr               ibv_reg_mr / ibv_rereg_mr / ibv_dereg_mr
+//   CompChannel      ibv_create_comp_channel, ibv_get_cq_event, ibv_ack_cq_events
+//   Cq               ibv_create_cq, ibv_poll_cq, ibv_req_notify_cq, ibv_resize_cq, ibv_destroy_cq
+//   Qp               ibv_create_qp, ibv_modify_qp, ibv_query_qp, ibv_post_send, ibv_post_recv
+//   Srq              ibv_create_srq, ibv_modify_srq, ibv_query_srq, ibv_post_srq_recv
+//   Ah               ibv_create_ah / ibv_destroy_ah
+// Handles are RAII: destruction destroys the object (errors ignored); destroy() reports them.
+// Every call returns a typed Status; nothing throws. One thread drives a Device (the poll loop
+// that owns it, or a test): no locks.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <span>
+
+#include "hca_model/counters.hpp"
+#include "hca_model/dma.hpp"
+#include "hca_model/objects.hpp"
+#include "hca_model/qp_state.hpp"
+#include "hca_model/status.hpp"
+#include "hca_model/table.hpp"
+
+namespace hcaemu {
+
+class Device;
+
+// Base of the RAII handles: a device and a handle; movable, not copyable.
+class Handle {
+public:
+    Handle() = default;
+    Handle(Device* d, uint32_t h) : dev_(d), h_(h) {}
+    Handle(Handle&& o) noexcept : dev_(o.dev_), h_(o.h_) { o.dev_ = nullptr; }
+    Handle& operator=(Handle&& o) noexcept {
+        std::swap(dev_, o.dev_);
+        std::swap(h_, o.h_);
+        return *this;
+    }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    explicit operator bool() const { return dev_ != nullptr; }
+    uint32_t handle() const { return h_; }
+    Device* device() const { return dev_; }
+
+protected:
+    ~Handle() = default;
+    Device* dev_ = nullptr;
+    uint32_t h_ = 0;
+};
+
+class Pd : public Handle {
+public:
+    using Handle::Handle;
+    Pd(Pd&&) noexcept = default;
+    Pd& operator=(Pd&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Pd() { reset(); }
+    Status destroy();  // EBUSY while MRs, QPs, SRQs or AHs use it
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+namespace rereg {  // enum ibv_rereg_mr_flags
+constexpr uint32_t change_translation = 1u << 0, change_pd = 1u << 1, change_access = 1u << 2;
+}
+
+class Mr : public Handle {
+public:
+    using Handle::Handle;
+    Mr(Mr&&) noexcept = default;
+    Mr& operator=(Mr&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Mr() { reset(); }
+    uint32_t lkey() const;
+    uint32_t rkey() const;
+    uint64_t addr() const;
+    uint64_t length() const;
+    // New keys every time (the 8-bit variant advances), so the old ones stop matching.
+    Status rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access);
+    Status destroy();  // EBUSY while a request in flight uses it
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+class Cq;
+
+struct CqEvent {
+    uint32_t cq_handle = 0;
+    uint64_t cq_context = 0;
+};
+
+// Completion events of the CQs created with it. fd() is an eventfd that is readable while events
+// are queued, for epoll.
+class CompChannel {
+public:
+    CompChannel();
+    ~CompChannel();
+    CompChannel(const CompChannel&) = delete;
+    CompChannel& operator=(const CompChannel&) = delete;
+    bool get_cq_event(CqEvent& ev);  // non-blocking; false when none is queued
+    int fd() const { return fd_; }
+    size_t pending() const { return q_.size(); }
+    void push(const CqEvent& ev);
+
+private:
+    std::deque<CqEvent> q_;
+    int fd_ = -1;
+};
+
+class Cq : public Handle {
+public:
+    using Handle::Handle;
+    Cq(Cq&&) noexcept = default;
+    Cq& operator=(Cq&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Cq() { reset(); }
+    int poll(std::span<Wc> wc);                   // completions taken, oldest first
+    Status req_notify(bool solicited_only);
+    Status resize(int cqe);                       // EINVAL below the completions it holds
+    void ack_events(uint32_t n);
+    int cqe() const;                              // capacity
+    Status destroy();                             // EBUSY while QPs use it or events are unacked
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+class Srq : public Handle {
+public:
+    using Handle::Handle;
+    Srq(Srq&&) noexcept = default;
+    Srq& operator=(Srq&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Srq() { reset(); }
+    Status post_recv(const RecvWr* wr, const RecvWr** bad_wr);
+    Status modify(const SrqAttr& attr, uint32_t mask);  // srq_attr::
+    Status query(SrqAttr& attr) const;
+    Status destroy();                             // EBUSY while QPs use it
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+class Ah : public Handle {
+public:
+    using Handle::Handle;
+    Ah(Ah&&) noexcept = default;
+    Ah& operator=(Ah&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Ah() { reset(); }
+    Status destroy();                             // EBUSY while UD WQEs in flight name it
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+// Result of modify_qp: the status and, for mask errors, the offending attribute bits.
+struct ModifyResult {
+    Status status = Status::ok;
+    uint32_t bits = 0;
+    bool ok() const { return status == Status::ok; }
+};
+
+class Qp : public Handle {
+public:
+    using Handle::Handle;
+    Qp(Qp&&) noexcept = default;
+    Qp& operator=(Qp&& o) noexcept { reset(); Handle::operator=(std::move(o)); return *this; }
+    ~Qp() { reset(); }
+    uint32_t qpn() const;
+    QpState state() const;
+    ModifyResult modify(const QpAttr& attr, uint32_t mask);
+    Status query(QpAttr& attr, QpInitAttr* init = nullptr) const;
+    // On error *bad_wr points at the first WR not posted; the ones before it are posted.
+    Status post_send(const SendWr* wr, const SendWr** bad_wr);
+    Status post_recv(const RecvWr* wr, const RecvWr** bad_wr);
+    Status destroy();
+private:
+    void reset() { if (dev_) (void)destroy(); }
+};
+
+struct AsyncEvent {
+    EventType type = EventType::port_active;
+    uint32_t element = 0;  // QPN, CQ handle, SRQ handle or port number, by type
+};
+
+class Device {
+public:
+    explicit Device(const DeviceAttr& attr = {}, const PortConfig& port = {});
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    const DeviceAttr& query_device() const { return attr_; }
+    Status query_port(uint8_t port_num, PortAttr& out) const;
+    Status query_gid(uint8_t port_num, int index, GidEntry& out) const;
+    void set_link_mtu(uint32_t mtu);  // the port's Ethernet MTU changed: active_mtu follows
+
+    Result<Pd> alloc_pd();
+    Result<Mr> reg_mr(const Pd& pd, void* addr, size_t length, uint32_t access);
+    Result<Cq> create_cq(int cqe, CompChannel* channel = nullptr, uint64_t cq_context = 0);
+    Result<Qp> create_qp(const Pd& pd, QpInitAttr& init);  // init.cap is updated to what was granted
+    Result<Srq> create_srq(const Pd& pd, SrqAttr& attr);
+    Result<Ah> create_ah(const Pd& pd, const AhAttr& attr);
+
+    bool get_async_event(AsyncEvent& ev);  // non-blocking
+
+    Counters& counters() { return counters_; }
+    const Counters& counters() const { return counters_; }
+    DmaEngine& dma() { return dma_; }
+
+    // ---- for the transport engines and the handles (not a verbs call) ----
+    QpObj* qp_by_qpn(uint32_t qpn) const { return qps_.at(qpn); }
+    MrObj* mr_by_key(uint32_t key) const;  // lkey or rkey; nullptr if stale or unknown
+    MrObj* mr(uint32_t handle) const { return find(mrs_, handle); }
+    CqObj* cq(uint32_t handle) const { return find(cqs_, handle); }
+    QpObj* qp(uint32_t handle) const { return find(qps_, handle); }
+    SrqObj* srq(uint32_t handle) const { return find(srqs_, handle); }
+    AhObj* ah(uint32_t handle) const { return find(ahs_, handle); }
+    PdObj* pd(uint32_t handle) const { return find(pds_, handle); }
+    // Adds a completion (CQ overflow handling, notification, events). False if the CQ overflowed.
+    bool complete(CqObj* cq, const Wc& wc, bool solicited = false);
+    // Moves a QP to ERR as the HCA does on a fatal error, flushing its WRs; raises `event`.
+    void qp_to_error(QpObj* qp, EventType event);
+    // Takes the next receive WQE of a QP (its RQ or its SRQ) for an incoming message, copying its
+    // SGEs into `sges` (room for the queue's max_sge); raises the SRQ limit event when the SRQ
+    // drops below its limit. False when none is posted (the responder then answers RNR NAK).
+    bool take_recv(QpObj* qp, RecvWqe& wqe, std::span<Sge> sges);
+    void raise(EventType type, uint32_t element) { events_.push_back({type, element}); }
+
+    // Object counts, for resource views.
+    uint32_t num_pds() const { return pds_.size(); }
+    uint32_t num_mrs() const { return mrs_.size(); }
+    uint32_t num_cqs() const { return cqs_.size(); }
+    uint32_t num_qps() const { return qps_.size(); }
+    uint32_t num_srqs() const { return srqs_.size(); }
+    uint32_t num_ahs() const { return ahs_.size(); }
+
+private:
+    friend class Pd;
+    friend class Mr;
+    friend class Cq;
+    friend class Qp;
+    friend class Srq;
+    friend class Ah;
+
+    template <class T>
+    static uint32_t make_handle(const Table<T>& t, uint32_t i) { return i << 8 | t.gen(i); }
+    template <class T>
+    static T* find(const Table<T>& t, uint32_t h) {
+        T* o = t.at(h >> 8);
+        return o && t.gen(h >> 8) == (h & 0xFF) ? o : nullptr;
+    }
+
+    Status dealloc_pd(uint32_t h);
+    Status dereg_mr(uint32_t h);
+    Status rereg_mr(uint32_t h, uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access);
+    Status destroy_cq(uint32_t h);
+    Status resize_cq(uint32_t h, int cqe);
+    Status destroy_qp(uint32_t h);
+    ModifyResult modify_qp(uint32_t h, const QpAttr& attr, uint32_t mask);
+    Status post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr);
+    Status post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr);
+    Status post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr);
+    Status modify_srq(uint32_t h, const SrqAttr& attr, uint32_t mask);
+    Status destroy_srq(uint32_t h);
+    Status destroy_ah(uint32_t h);
+
+    Status validate_send(const QpObj& qp, const SendWr& wr) const;
+    Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write) const;
+    Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
+    void flush(QpObj* qp);  // every outstanding WR completes with IBV_WC_WR_FLUSH_ERR
+    void rebuild_gids();
+
+    DeviceAttr attr_;
+    PortConfig port_cfg_;
+    PortAttr port_;
+    std::vector<GidEntry> gids_;
+    Table<PdObj> pds_;
+    Table<MrObj> mrs_;
+    Table<CqObj> cqs_;
+    Table<QpObj> qps_;   // index = QPN
+    Table<SrqObj> srqs_;
+    Table<AhObj> ahs_;
+    std::deque<AsyncEvent> events_;
+    Counters counters_;
+    DmaEngine dma_;
+};
+
+}  // namespace hcaemu

@@ -1,0 +1,430 @@
+// QPs: creation, the state machine with its attribute masks, work request posting with
+// validation, flush to ERR. The per-packet side of a QP lives in transport/.
+#include <algorithm>
+#include <cstring>
+
+#include "hca_model/device.hpp"
+
+namespace hcaemu {
+
+namespace {
+
+WcOpcode wc_opcode_for(WrOpcode op) {
+    switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    default: return WcOpcode::send;
+    }
+}
+
+// Which work requests each transport carries (IBTA 9.4: the operations each service supports).
+bool opcode_allowed(QpType t, WrOpcode op) {
+    switch (op) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm: return true;
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return t != QpType::ud;
+    case WrOpcode::rdma_read:
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add:
+    case WrOpcode::send_with_inv: return t == QpType::rc;
+    default: return false;  // LOCAL_INV and BIND_MW need memory windows: not supported
+    }
+}
+
+Status from_modify_error(ModifyError e) {
+    switch (e) {
+    case ModifyError::ok: return Status::ok;
+    case ModifyError::bad_transition: return Status::bad_transition;
+    case ModifyError::missing_attr: return Status::missing_attr;
+    case ModifyError::attr_not_allowed:
+    case ModifyError::unknown_attr: return Status::attr_not_allowed;
+    default: return Status::invalid_argument;
+    }
+}
+
+}  // namespace
+
+Result<Qp> Device::create_qp(const Pd& pdh, QpInitAttr& init) {
+    PdObj* p = pdh.device() == this ? pd(pdh.handle()) : nullptr;
+    CqObj* scq = init.send_cq && init.send_cq->device() == this ? cq(init.send_cq->handle()) : nullptr;
+    CqObj* rcq = init.recv_cq && init.recv_cq->device() == this ? cq(init.recv_cq->handle()) : nullptr;
+    SrqObj* s = init.srq && init.srq->device() == this ? srq(init.srq->handle()) : nullptr;
+    if (!p || !scq || !rcq || (init.srq && !s)) return Result<Qp>::error(Status::bad_handle);
+    QpCap& c = init.cap;
+    if (init.qp_type != QpType::rc && init.qp_type != QpType::uc && init.qp_type != QpType::ud)
+        return Result<Qp>::error(Status::invalid_argument);
+    if (c.max_send_wr < 1 || c.max_send_wr > attr_.max_qp_wr || c.max_send_sge > attr_.max_sge ||
+        c.max_inline_data > attr_.max_inline_data)
+        return Result<Qp>::error(Status::invalid_argument);
+    if (!s && (c.max_recv_wr < 1 || c.max_recv_wr > attr_.max_qp_wr || c.max_recv_sge > attr_.max_sge))
+        return Result<Qp>::error(Status::invalid_argument);
+    if (s && s->pd != p) return Result<Qp>::error(Status::invalid_argument);
+    auto o = std::make_unique<QpObj>();
+    QpObj* q = o.get();
+    const int64_t i = qps_.insert(std::move(o));
+    if (i < 0) return Result<Qp>::error(Status::no_resources);
+    q->qpn = uint32_t(i);
+    q->handle = make_handle(qps_, uint32_t(i));
+    q->type = init.qp_type;
+    q->pd = p;
+    q->send_cq = scq;
+    q->recv_cq = rcq;
+    q->srq = s;
+    q->sq_sig_all = init.sq_sig_all;
+    if (s) c.max_recv_wr = c.max_recv_sge = 0;
+    c.max_send_sge = std::max(c.max_send_sge, 1u);
+    if (!s) c.max_recv_sge = std::max(c.max_recv_sge, 1u);
+    q->attr.cap = c;
+    q->sq.slot.resize(c.max_send_wr);
+    q->sq_sges.resize(size_t(c.max_send_wr) * c.max_send_sge);
+    q->sq_inline.resize(size_t(c.max_send_wr) * c.max_inline_data);
+    if (!s) {
+        q->rq.slot.resize(c.max_recv_wr);
+        q->rq_sges.resize(size_t(c.max_recv_wr) * c.max_recv_sge);
+    }
+    ++p->users;
+    if (s) ++s->users;
+    scq->qps.push_back(q);
+    if (rcq != scq) rcq->qps.push_back(q);
+    return {Status::ok, Qp(this, q->handle)};
+}
+
+Status Device::destroy_qp(uint32_t h) {
+    QpObj* q = qp(h);
+    if (!q) return Status::bad_handle;
+    for (CqObj* c : {q->send_cq, q->recv_cq})
+        c->qps.erase(std::remove(c->qps.begin(), c->qps.end(), q), c->qps.end());
+    for (uint64_t n = q->sq.head; n < q->sq.tail; ++n)
+        if (AhObj* a = q->sq.at(n).ah) --a->users;
+    --q->pd->users;
+    if (q->srq) --q->srq->users;
+    qps_.erase(h >> 8);
+    return Status::ok;
+}
+
+Status Qp::destroy() {
+    if (!dev_) return Status::bad_handle;
+    const Status s = dev_->destroy_qp(h_);
+    if (s == Status::ok || s == Status::bad_handle) dev_ = nullptr;
+    return s;
+}
+
+uint32_t Qp::qpn() const { const QpObj* q = dev_ ? dev_->qp(h_) : nullptr; return q ? q->qpn : 0; }
+QpState Qp::state() const { const QpObj* q = dev_ ? dev_->qp(h_) : nullptr; return q ? q->state() : QpState::err; }
+
+Status Qp::query(QpAttr& a, QpInitAttr* init) const {
+    const QpObj* q = dev_ ? dev_->qp(h_) : nullptr;
+    if (!q) return Status::bad_handle;
+    a = q->attr;
+    a.cur_qp_state = q->state();
+    a.sq_draining = q->state() == QpState::sqd && !q->sq.empty();
+    if (init) {
+        init->cap = q->attr.cap;
+        init->qp_type = q->type;
+        init->sq_sig_all = q->sq_sig_all;
+    }
+    return Status::ok;
+}
+
+Status Device::validate_attr(const QpObj& q, const QpAttr& a, uint32_t mask) const {
+    using namespace qp_attr;
+    if ((mask & cur_state) && a.cur_qp_state != q.state()) return Status::invalid_argument;
+    if ((mask & access_flags) &&
+        (a.qp_access_flags & ~(access::local_write | access::remote_write | access::remote_read | access::remote_atomic)))
+        return Status::invalid_argument;
+    if ((mask & pkey_index) && a.pkey_index >= attr_.max_pkeys) return Status::invalid_argument;
+    if ((mask & port) && a.port_num != 1) return Status::invalid_argument;
+    if ((mask & path_mtu) && (uint8_t(a.path_mtu) < 1 || uint8_t(a.path_mtu) > uint8_t(port_.max_mtu)))
+        return Status::invalid_argument;
+    if ((mask & timeout) && a.timeout > 31) return Status::invalid_argument;
+    if ((mask & retry_cnt) && a.retry_cnt > 7) return Status::invalid_argument;
+    if ((mask & rnr_retry) && a.rnr_retry > 7) return Status::invalid_argument;
+    if ((mask & min_rnr_timer) && a.min_rnr_timer > 31) return Status::invalid_argument;
+    if ((mask & max_qp_rd_atomic) && a.max_rd_atomic > attr_.max_qp_init_rd_atom) return Status::invalid_argument;
+    if ((mask & max_dest_rd_atomic) && a.max_dest_rd_atomic > attr_.max_qp_rd_atom) return Status::invalid_argument;
+    if ((mask & rq_psn) && a.rq_psn > 0xFFFFFF) return Status::invalid_argument;
+    if ((mask & sq_psn) && a.sq_psn > 0xFFFFFF) return Status::invalid_argument;
+    if ((mask & dest_qpn) && a.dest_qp_num > 0xFFFFFF) return Status::invalid_argument;
+    if ((mask & av) && (a.ah_attr.port_num != 1 || a.ah_attr.sgid_index >= gids_.size() ||
+                        !a.ah_attr.is_global || a.ah_attr.flow_label > 0xFFFFF))
+        return Status::invalid_argument;
+    return Status::ok;
+}
+
+ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
+    QpObj* q = qp(h);
+    if (!q) return {Status::bad_handle, 0};
+    const QpState cur = q->state();
+    const QpState next = mask & qp_attr::state ? a.qp_state : cur;
+    if (uint8_t(next) >= kQpStateCount) return {Status::invalid_argument, qp_attr::state};
+    const TransitionCheck t = check_qp_transition(q->type, cur, next, mask);
+    if (t.err != ModifyError::ok) return {from_modify_error(t.err), t.bits};
+    if (Status s = validate_attr(*q, a, mask); s != Status::ok) return {s, 0};
+
+    // Every check passed: apply the attributes, then the state change.
+    using namespace qp_attr;
+    QpAttr& x = q->attr;
+    if (mask & access_flags) x.qp_access_flags = a.qp_access_flags;
+    if (mask & pkey_index) x.pkey_index = a.pkey_index;
+    if (mask & port) x.port_num = a.port_num;
+    if (mask & qkey) x.qkey = a.qkey;
+    if (mask & av) x.ah_attr = a.ah_attr;
+    if (mask & path_mtu) x.path_mtu = a.path_mtu;
+    if (mask & timeout) x.timeout = a.timeout;
+    if (mask & retry_cnt) x.retry_cnt = a.retry_cnt;
+    if (mask & rnr_retry) x.rnr_retry = a.rnr_retry;
+    if (mask & rq_psn) x.rq_psn = a.rq_psn;
+    if (mask & max_qp_rd_atomic) x.max_rd_atomic = a.max_rd_atomic;
+    if (mask & min_rnr_timer) x.min_rnr_timer = a.min_rnr_timer;
+    if (mask & sq_psn) x.sq_psn = a.sq_psn;
+    if (mask & max_dest_rd_atomic) x.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (mask & dest_qpn) x.dest_qp_num = a.dest_qp_num;
+    if (mask & en_sqd_async_notify) x.en_sqd_async_notify = a.en_sqd_async_notify;
+    x.qp_state = next;
+    if (next == QpState::reset && cur != QpState::reset) {
+        // RESET discards every WQE without completions and forgets the connection (IBTA ch. 10, QP states).
+        for (uint64_t n = q->sq.head; n < q->sq.tail; ++n)
+            if (AhObj* ah = q->sq.at(n).ah) --ah->users;
+        q->sq.clear();
+        q->rq.clear();
+        const QpCap cap = x.cap;
+        x = QpAttr{};
+        x.cap = cap;
+    } else if (next == QpState::err && cur != QpState::err) {
+        flush(q);
+        if (q->srq) raise(EventType::qp_last_wqe_reached, q->qpn);  // IBTA ch. 11: Last WQE Reached
+    } else if (next == QpState::sqd && cur == QpState::rts && x.en_sqd_async_notify && q->sq.empty()) {
+        raise(EventType::sq_drained, q->qpn);  // nothing outstanding: drained at once
+    }
+    return {Status::ok, 0};
+}
+
+ModifyResult Qp::modify(const QpAttr& a, uint32_t mask) {
+    return dev_ ? dev_->modify_qp(h_, a, mask) : ModifyResult{Status::bad_handle, 0};
+}
+
+void Device::flush(QpObj* q) {
+    // Error completions are reported for signaled and unsignaled WRs alike (IBTA ch. 10: completion errors).
+    while (!q->sq.empty()) {
+        SendWqe& w = q->sq.at(q->sq.head++);
+        if (w.ah) --w.ah->users;
+        Wc wc;
+        wc.wr_id = w.wr_id;
+        wc.status = WcStatus::wr_flush_err;
+        wc.opcode = wc_opcode_for(w.opcode);
+        wc.qp_num = q->qpn;
+        counters_.add(Counter::req_cqe_flush_error);
+        complete(q->send_cq, wc);
+    }
+    while (!q->rq.empty()) {
+        const RecvWqe& w = q->rq.at(q->rq.head++);
+        Wc wc;
+        wc.wr_id = w.wr_id;
+        wc.status = WcStatus::wr_flush_err;
+        wc.opcode = WcOpcode::recv;
+        wc.qp_num = q->qpn;
+        counters_.add(Counter::resp_cqe_flush_error);
+        complete(q->recv_cq, wc);
+    }
+}
+
+void Device::qp_to_error(QpObj* q, EventType event) {
+    if (q->state() == QpState::err) return;
+    q->attr.qp_state = QpState::err;
+    raise(event, q->qpn);
+    flush(q);
+    if (q->srq) raise(EventType::qp_last_wqe_reached, q->qpn);
+}
+
+Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
+    if (n < 0 || uint32_t(n) > max_sge) return Status::too_many_sge;
+    if (n > 0 && !sgl) return Status::invalid_argument;
+    for (int i = 0; i < n; ++i)
+        if (check_mr_access(mr_by_key(sgl[i].lkey), p, sgl[i].addr, sgl[i].length,
+                            write ? access::local_write : 0) != MrError::ok)
+            return Status::bad_lkey;
+    return Status::ok;
+}
+
+Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
+    if (!opcode_allowed(q.type, wr.opcode)) return Status::opcode_not_allowed;
+    const bool is_atomic = wr.opcode == WrOpcode::atomic_cmp_and_swp || wr.opcode == WrOpcode::atomic_fetch_and_add;
+    if (is_atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
+    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > q.attr.cap.max_send_sge) return Status::too_many_sge;
+    if (wr.num_sge > 0 && !wr.sg_list) return Status::invalid_argument;
+    uint64_t len = 0;
+    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    if (len > port_.max_msg_sz) return Status::invalid_argument;
+    if (wr.send_flags & send_flag::inline_) {
+        // Inline data is copied from process memory at post time; lkeys are not used (verbs).
+        if (wr.opcode == WrOpcode::rdma_read || is_atomic) return Status::invalid_argument;
+        if (len > q.attr.cap.max_inline_data) return Status::inline_too_large;
+    } else {
+        // READ and atomic responses are written into the local SGEs: local write needed.
+        const bool write = wr.opcode == WrOpcode::rdma_read || is_atomic;
+        if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write); s != Status::ok)
+            return s;
+    }
+    if (is_atomic) {
+        if (len != 8) return Status::invalid_argument;  // one 8-byte result (IBTA 9.4: atomic operations)
+        if (wr.atomic.remote_addr & 7) return Status::misaligned;
+    }
+    if (q.type == QpType::ud) {
+        const AhObj* a = wr.ud.ah && wr.ud.ah->device() == this ? ah(wr.ud.ah->handle()) : nullptr;
+        if (!a || a->pd != q.pd) return Status::no_ah;
+        if (len > mtu_bytes(port_.active_mtu)) return Status::invalid_argument;  // UD: one packet
+    }
+    return Status::ok;
+}
+
+Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
+    QpObj* q = qp(h);
+    if (bad_wr) *bad_wr = wr;
+    if (!q) return Status::bad_handle;
+    const QpState st = q->state();
+    // Sends are taken in RTS and SQD (queued until RTS); in SQE and ERR they are flushed.
+    if (st == QpState::reset || st == QpState::init || st == QpState::rtr) return Status::bad_qp_state;
+    for (; wr; wr = wr->next) {
+        if (bad_wr) *bad_wr = wr;
+        if (q->sq.full()) return Status::queue_full;
+        if (Status s = validate_send(*q, *wr); s != Status::ok) return s;
+        const uint64_t n = q->sq.tail;
+        SendWqe& w = q->sq.at(n);
+        w = SendWqe{};
+        w.wr_id = wr->wr_id;
+        w.opcode = wr->opcode;
+        w.send_flags = wr->send_flags;
+        w.signaled = q->sq_sig_all || (wr->send_flags & send_flag::signaled);
+        w.is_inline = wr->send_flags & send_flag::inline_;
+        w.imm_data = wr->opcode == WrOpcode::send_with_inv ? wr->invalidate_rkey : wr->imm_data;
+        const bool atomic = wr->opcode == WrOpcode::atomic_cmp_and_swp || wr->opcode == WrOpcode::atomic_fetch_and_add;
+        w.remote_addr = atomic ? wr->atomic.remote_addr : wr->rdma.remote_addr;
+        w.rkey = atomic ? wr->atomic.rkey : wr->rdma.rkey;
+        w.compare_add = wr->atomic.compare_add;
+        w.swap = wr->atomic.swap;
+        if (q->type == QpType::ud) {
+            w.ah = ah(wr->ud.ah->handle());
+            ++w.ah->users;
+            w.remote_qpn = wr->ud.remote_qpn;
+            w.remote_qkey = wr->ud.remote_qkey;
+        }
+        uint32_t len = 0;
+        if (w.is_inline) {
+            uint8_t* dst = &q->sq_inline[(n % q->sq.cap()) * q->attr.cap.max_inline_data];
+            for (int i = 0; i < wr->num_sge; ++i) {
+                std::memcpy(dst + len, reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr)), wr->sg_list[i].length);
+                len += wr->sg_list[i].length;
+            }
+        } else {
+            Sge* dst = &q->sq_sges[(n % q->sq.cap()) * q->attr.cap.max_send_sge];
+            for (int i = 0; i < wr->num_sge; ++i) {
+                dst[i] = wr->sg_list[i];
+                len += wr->sg_list[i].length;
+            }
+            w.num_sge = uint32_t(wr->num_sge);
+        }
+        w.length = len;
+        ++q->sq.tail;
+    }
+    if (bad_wr) *bad_wr = nullptr;
+    if (st == QpState::err || st == QpState::sqe) flush(q);
+    return Status::ok;
+}
+
+Status Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
+    if (!dev_) return Status::bad_handle;
+    return dev_->post_send(h_, wr, bad_wr);
+}
+
+Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
+    QpObj* q = qp(h);
+    if (bad_wr) *bad_wr = wr;
+    if (!q) return Status::bad_handle;
+    if (q->srq) return Status::invalid_argument;  // receives go to the SRQ
+    if (q->state() == QpState::reset) return Status::bad_qp_state;
+    for (; wr; wr = wr->next) {
+        if (bad_wr) *bad_wr = wr;
+        if (q->rq.full()) return Status::queue_full;
+        if (Status s = validate_sges(q->pd, wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge, true); s != Status::ok)
+            return s;
+        const uint64_t n = q->rq.tail;
+        RecvWqe& w = q->rq.at(n);
+        w.wr_id = wr->wr_id;
+        w.num_sge = uint32_t(wr->num_sge);
+        w.length = 0;
+        Sge* dst = &q->rq_sges[(n % q->rq.cap()) * q->attr.cap.max_recv_sge];
+        for (int i = 0; i < wr->num_sge; ++i) {
+            dst[i] = wr->sg_list[i];
+            w.length += wr->sg_list[i].length;
+        }
+        ++q->rq.tail;
+    }
+    if (bad_wr) *bad_wr = nullptr;
+    if (q->state() == QpState::err) flush(q);
+    return Status::ok;
+}
+
+Status Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
+    if (!dev_) return Status::bad_handle;
+    return dev_->post_recv(h_, wr, bad_wr);
+}
+
+Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
+    SrqObj* s = srq(h);
+    if (bad_wr) *bad_wr = wr;
+    if (!s) return Status::bad_handle;
+    for (; wr; wr = wr->next) {
+        if (bad_wr) *bad_wr = wr;
+        if (s->rq.full()) return Status::queue_full;
+        if (Status st = validate_sges(s->pd, wr->sg_list, wr->num_sge, s->attr.max_sge, true); st != Status::ok)
+            return st;
+        const uint64_t n = s->rq.tail;
+        RecvWqe& w = s->rq.at(n);
+        w.wr_id = wr->wr_id;
+        w.num_sge = uint32_t(wr->num_sge);
+        w.length = 0;
+        Sge* dst = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
+        for (int i = 0; i < wr->num_sge; ++i) {
+            dst[i] = wr->sg_list[i];
+            w.length += wr->sg_list[i].length;
+        }
+        ++s->rq.tail;
+    }
+    if (bad_wr) *bad_wr = nullptr;
+    return Status::ok;
+}
+
+Status Srq::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
+    if (!dev_) return Status::bad_handle;
+    return dev_->post_srq_recv(h_, wr, bad_wr);
+}
+
+bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
+    if (SrqObj* s = q->srq) {
+        if (s->rq.empty()) return false;
+        const uint64_t n = s->rq.head++;
+        wqe = s->rq.at(n);
+        const Sge* src = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
+        std::copy(src, src + std::min<size_t>(wqe.num_sge, sges.size()), sges.begin());
+        // The limit event fires once when the SRQ falls below the armed limit (IBTA ch. 10: SRQ limit).
+        if (s->attr.srq_limit && s->rq.count() < s->attr.srq_limit) {
+            s->attr.srq_limit = 0;
+            raise(EventType::srq_limit_reached, s->handle);
+        }
+        return true;
+    }
+    if (q->rq.empty()) return false;
+    const uint64_t n = q->rq.head++;
+    wqe = q->rq.at(n);
+    const Sge* src = q->recv_sges(n);
+    std::copy(src, src + std::min<size_t>(wqe.num_sge, sges.size()), sges.begin());
+    return true;
+}
+
+}  // namespace hcaemu

@@ -1,0 +1,115 @@
+#include "hca_model/dma.hpp"
+
+#include <cstring>
+
+#include "hca_model/device.hpp"
+
+namespace hcaemu {
+
+MrError check_mr_access(const MrObj* mr, const PdObj* pd, uint64_t va, uint64_t len, uint32_t need) {
+    if (!mr) return MrError::bad_key;
+    if (mr->pd != pd) return MrError::pd_mismatch;
+    if ((mr->access & need) != need) return MrError::access_denied;
+    // [va, va + len) inside [iova, iova + length), written so that nothing can overflow.
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) return MrError::out_of_bounds;
+    if ((need & access::remote_atomic) && (va & 7)) return MrError::misaligned;
+    return MrError::ok;
+}
+
+namespace {
+
+// Walks an SGE list from byte `offset`, calling fn(host pointer, bytes) for each piece.
+template <class F>
+MrError walk(Device& dev, const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, uint64_t len,
+             uint32_t need, F&& fn) {
+    for (uint32_t i = 0; i < n && len > 0; ++i) {
+        const Sge& s = sgl[i];
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        const uint64_t take = std::min<uint64_t>(s.length - offset, len);
+        const MrObj* mr = dev.mr_by_key(s.lkey);
+        const MrError e = check_mr_access(mr, pd, s.addr + offset, take, need);
+        if (e != MrError::ok) return e;
+        fn(mr->host + (s.addr + offset - mr->iova), take);
+        len -= take;
+        offset = 0;
+    }
+    return len == 0 ? MrError::ok : MrError::length;
+}
+
+}  // namespace
+
+MrError DmaEngine::gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst) {
+    uint8_t* out = dst.data();
+    const MrError e = walk(dev_, pd, sgl, n, offset, dst.size(), 0, [&](uint8_t* p, uint64_t k) {
+        std::memcpy(out, p, k);
+        out += k;
+    });
+    if (e != MrError::ok) dev_.counters().add(Counter::dma_access_errors);
+    else dev_.counters().add(Counter::dma_bytes_read, dst.size());
+    return e;
+}
+
+MrError DmaEngine::scatter(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<const uint8_t> src) {
+    // Check the whole range before writing a byte: a refused access writes nothing.
+    MrError e = walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [](uint8_t*, uint64_t) {});
+    if (e != MrError::ok) {
+        dev_.counters().add(Counter::dma_access_errors);
+        return e;
+    }
+    const uint8_t* in = src.data();
+    walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [&](uint8_t* p, uint64_t k) {
+        std::memcpy(p, in, k);
+        in += k;
+    });
+    dev_.counters().add(Counter::dma_bytes_written, src.size());
+    return MrError::ok;
+}
+
+MrError DmaEngine::remote_write(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<const uint8_t> src) {
+    const MrObj* mr = dev_.mr_by_key(rkey);
+    const MrError e = check_mr_access(mr, pd, va, src.size(), access::remote_write);
+    if (e != MrError::ok) {
+        dev_.counters().add(Counter::dma_access_errors);
+        return e;
+    }
+    if (!src.empty()) std::memcpy(mr->host + (va - mr->iova), src.data(), src.size());
+    dev_.counters().add(Counter::dma_bytes_written, src.size());
+    return MrError::ok;
+}
+
+MrError DmaEngine::remote_read(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<uint8_t> dst) {
+    const MrObj* mr = dev_.mr_by_key(rkey);
+    const MrError e = check_mr_access(mr, pd, va, dst.size(), access::remote_read);
+    if (e != MrError::ok) {
+        dev_.counters().add(Counter::dma_access_errors);
+        return e;
+    }
+    if (!dst.empty()) std::memcpy(dst.data(), mr->host + (va - mr->iova), dst.size());
+    dev_.counters().add(Counter::dma_bytes_read, dst.size());
+    return MrError::ok;
+}
+
+MrError DmaEngine::atomic(const PdObj* pd, uint32_t rkey, uint64_t va, AtomicOp op, uint64_t compare_add,
+                          uint64_t swap, uint64_t& orig) {
+    const MrObj* mr = dev_.mr_by_key(rkey);
+    const MrError e = check_mr_access(mr, pd, va, 8, access::remote_atomic);
+    if (e != MrError::ok) {
+        dev_.counters().add(Counter::dma_access_errors);
+        return e;
+    }
+    uint8_t* p = mr->host + (va - mr->iova);
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    orig = v;
+    if (op == AtomicOp::fetch_add) v += compare_add;
+    else if (v == compare_add) v = swap;
+    std::memcpy(p, &v, 8);
+    dev_.counters().add(Counter::dma_bytes_read, 8);
+    dev_.counters().add(Counter::dma_bytes_written, 8);
+    return MrError::ok;
+}
+
+}  // namespace hcaemu

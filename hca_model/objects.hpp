@@ -1,0 +1,122 @@
+// The device's internal objects, as an HCA keeps them in its context tables. The API (device.hpp)
+// hands out RAII handles to them; the transport engines reach them by QPN and key through Device.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "hca_model/verbs_structs.hpp"
+
+namespace hcaemu {
+
+class CompChannel;
+struct QpObj;
+
+struct PdObj {
+    uint32_t handle = 0;
+    uint32_t users = 0;  // MRs, QPs, SRQs and AHs created on it: dealloc is refused while > 0
+};
+
+struct MrObj {
+    uint32_t handle = 0;
+    PdObj* pd = nullptr;
+    uint8_t* host = nullptr;  // where the bytes are in this process
+    uint64_t iova = 0;        // the address peers and SGEs use: the registered address
+    uint64_t length = 0;
+    uint32_t access = 0;      // access::
+    uint32_t lkey = 0;        // index << 8 | 8-bit variant
+    uint32_t rkey = 0;
+    uint32_t pins = 0;        // requests in flight using it: dereg is refused while > 0
+};
+
+// A ring with free-running 64-bit producer and consumer counts.
+template <class T>
+struct Ring {
+    std::vector<T> slot;
+    uint64_t head = 0;  // next to consume
+    uint64_t tail = 0;  // next to produce
+    uint32_t cap() const { return uint32_t(slot.size()); }
+    uint32_t count() const { return uint32_t(tail - head); }
+    bool full() const { return count() == cap(); }
+    bool empty() const { return head == tail; }
+    T& at(uint64_t n) { return slot[n % slot.size()]; }
+    void clear() { head = tail = 0; }
+};
+
+enum class NotifyArm : uint8_t { none, next, solicited };
+
+struct CqObj {
+    uint32_t handle = 0;
+    Ring<Wc> ring;
+    bool overflowed = false;      // CQ in error after an overflow: no further completions
+    NotifyArm arm = NotifyArm::none;
+    CompChannel* channel = nullptr;
+    uint64_t context = 0;         // cq_context, returned with its completion events
+    uint32_t events_delivered = 0;
+    uint32_t events_acked = 0;
+    std::vector<QpObj*> qps;      // attached as send or receive CQ (or both)
+};
+
+struct RecvWqe {
+    uint64_t wr_id = 0;
+    uint32_t num_sge = 0;
+    uint32_t length = 0;          // sum of the SGE lengths
+};
+
+struct SrqObj {
+    uint32_t handle = 0;
+    PdObj* pd = nullptr;
+    SrqAttr attr;                 // max_wr, max_sge, srq_limit (0 = not armed)
+    Ring<RecvWqe> rq;
+    std::vector<Sge> sges;        // max_sge per ring slot
+    uint32_t users = 0;           // QPs attached
+    bool error = false;
+};
+
+struct AhObj {
+    uint32_t handle = 0;
+    PdObj* pd = nullptr;
+    AhAttr attr;
+    uint32_t users = 0;           // UD WQEs in flight naming it
+};
+
+struct SendWqe {
+    uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::send;
+    uint32_t send_flags = 0;
+    bool signaled = false;
+    bool is_inline = false;
+    uint32_t num_sge = 0;
+    uint32_t length = 0;          // message length in bytes
+    uint32_t imm_data = 0;        // or the rkey to invalidate
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint64_t compare_add = 0;
+    uint64_t swap = 0;
+    AhObj* ah = nullptr;
+    uint32_t remote_qpn = 0;
+    uint32_t remote_qkey = 0;
+};
+
+struct QpObj {
+    uint32_t qpn = 0;
+    uint32_t handle = 0;
+    QpType type = QpType::rc;
+    PdObj* pd = nullptr;
+    CqObj* send_cq = nullptr;
+    CqObj* recv_cq = nullptr;
+    SrqObj* srq = nullptr;
+    bool sq_sig_all = false;
+    QpAttr attr;                  // attr.qp_state is the current state; attr.cap the granted caps
+    Ring<SendWqe> sq;
+    Ring<RecvWqe> rq;             // unused with an SRQ
+    std::vector<Sge> sq_sges;     // cap.max_send_sge per ring slot
+    std::vector<Sge> rq_sges;     // cap.max_recv_sge per ring slot
+    std::vector<uint8_t> sq_inline;  // cap.max_inline_data per ring slot
+
+    QpState state() const { return attr.qp_state; }
+    const Sge* send_sges(uint64_t n) const { return &sq_sges[(n % sq.cap()) * attr.cap.max_send_sge]; }
+    const uint8_t* send_inline(uint64_t n) const { return &sq_inline[(n % sq.cap()) * attr.cap.max_inline_data]; }
+    const Sge* recv_sges(uint64_t n) const { return &rq_sges[(n % rq.cap()) * attr.cap.max_recv_sge]; }
+};
+
+}  // namespace hcaemu
