@@ -173,6 +173,18 @@ private:
     void reset() { if (dev_) (void)destroy(); }
 };
 
+// The transport's view of the command interface: the device tells it what software did to a QP,
+// as a real HCA's firmware tells its pipelines. Calls come on the thread that drives the device.
+class QpListener {
+public:
+    virtual ~QpListener() = default;
+    virtual void qp_modified(QpObj& qp, QpState from) = 0;  // after a successful modify_qp
+    virtual void qp_error(QpObj& qp) = 0;       // entering ERR, before the device flushes the queues
+    virtual void qp_destroyed(QpObj& qp) = 0;   // before the QP goes away
+    virtual void sq_doorbell(QpObj& qp) = 0;    // post_send added WQEs
+    virtual void rq_doorbell(QpObj& qp) = 0;    // post_recv (or post_srq_recv for an SRQ QP) added WQEs
+};
+
 struct AsyncEvent {
     EventType type = EventType::port_active;
     uint32_t element = 0;  // QPN, CQ handle, SRQ handle or port number, by type
@@ -198,6 +210,7 @@ public:
     Result<Ah> create_ah(const Pd& pd, const AhAttr& attr);
 
     bool get_async_event(AsyncEvent& ev);  // non-blocking
+    void set_listener(QpListener* l) { listener_ = l; }
 
     Counters& counters() { return counters_; }
     const Counters& counters() const { return counters_; }
@@ -216,6 +229,10 @@ public:
     bool complete(CqObj* cq, const Wc& wc, bool solicited = false);
     // Moves a QP to ERR as the HCA does on a fatal error, flushing its WRs; raises `event`.
     void qp_to_error(QpObj* qp, EventType event);
+    // Retires the oldest send WQE: unpins its MRs and AH and, when it is signaled or `wc` is an
+    // error (errors always complete, IBTA ch. 10), writes `wc` (wr_id and qp_num filled in) to the
+    // send CQ. Completions leave in posting order because only the head retires.
+    void retire_send(QpObj* qp, Wc wc);
     // Takes the next receive WQE of a QP (its RQ or its SRQ) for an incoming message, copying its
     // SGEs into `sges` (room for the queue's max_sge); raises the SRQ limit event when the SRQ
     // drops below its limit. False when none is posted (the responder then answers RNR NAK).
@@ -264,6 +281,7 @@ private:
     Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write) const;
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
     void flush(QpObj* qp);  // every outstanding WR completes with IBV_WC_WR_FLUSH_ERR
+    void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds
     void rebuild_gids();
 
     DeviceAttr attr_;
@@ -277,6 +295,7 @@ private:
     Table<SrqObj> srqs_;
     Table<AhObj> ahs_;
     std::deque<AsyncEvent> events_;
+    QpListener* listener_ = nullptr;
     Counters counters_;
     DmaEngine dma_;
 };

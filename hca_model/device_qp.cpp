@@ -89,7 +89,10 @@ Result<Qp> Device::create_qp(const Pd& pdh, QpInitAttr& init) {
         q->rq_sges.resize(size_t(c.max_recv_wr) * c.max_recv_sge);
     }
     ++p->users;
-    if (s) ++s->users;
+    if (s) {
+        ++s->users;
+        s->qps.push_back(q);
+    }
     scq->qps.push_back(q);
     if (rcq != scq) rcq->qps.push_back(q);
     return {Status::ok, Qp(this, q->handle)};
@@ -98,12 +101,15 @@ Result<Qp> Device::create_qp(const Pd& pdh, QpInitAttr& init) {
 Status Device::destroy_qp(uint32_t h) {
     QpObj* q = qp(h);
     if (!q) return Status::bad_handle;
+    if (listener_) listener_->qp_destroyed(*q);
     for (CqObj* c : {q->send_cq, q->recv_cq})
         c->qps.erase(std::remove(c->qps.begin(), c->qps.end(), q), c->qps.end());
-    for (uint64_t n = q->sq.head; n < q->sq.tail; ++n)
-        if (AhObj* a = q->sq.at(n).ah) --a->users;
+    for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
     --q->pd->users;
-    if (q->srq) --q->srq->users;
+    if (SrqObj* s = q->srq) {
+        --s->users;
+        s->qps.erase(std::remove(s->qps.begin(), s->qps.end(), q), s->qps.end());
+    }
     qps_.erase(h >> 8);
     return Status::ok;
 }
@@ -189,19 +195,20 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
     x.qp_state = next;
     if (next == QpState::reset && cur != QpState::reset) {
         // RESET discards every WQE without completions and forgets the connection (IBTA ch. 10, QP states).
-        for (uint64_t n = q->sq.head; n < q->sq.tail; ++n)
-            if (AhObj* ah = q->sq.at(n).ah) --ah->users;
+        for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
         q->sq.clear();
         q->rq.clear();
         const QpCap cap = x.cap;
         x = QpAttr{};
         x.cap = cap;
     } else if (next == QpState::err && cur != QpState::err) {
+        if (listener_) listener_->qp_error(*q);
         flush(q);
         if (q->srq) raise(EventType::qp_last_wqe_reached, q->qpn);  // IBTA ch. 11: Last WQE Reached
     } else if (next == QpState::sqd && cur == QpState::rts && x.en_sqd_async_notify && q->sq.empty()) {
         raise(EventType::sq_drained, q->qpn);  // nothing outstanding: drained at once
     }
+    if (listener_) listener_->qp_modified(*q, cur);
     return {Status::ok, 0};
 }
 
@@ -209,11 +216,30 @@ ModifyResult Qp::modify(const QpAttr& a, uint32_t mask) {
     return dev_ ? dev_->modify_qp(h_, a, mask) : ModifyResult{Status::bad_handle, 0};
 }
 
+void Device::release(QpObj*, SendWqe& w) {
+    if (w.ah) --w.ah->users;
+    w.ah = nullptr;
+    if (w.pinned) {
+        for (uint32_t i = 0; i < w.num_sge; ++i)
+            if (MrObj* m = mr_by_key(w.pinned_keys[i].lkey)) --m->pins;
+        w.pinned = false;
+    }
+}
+
+void Device::retire_send(QpObj* q, Wc wc) {
+    SendWqe& w = q->sq.at(q->sq.head++);
+    release(q, w);
+    wc.wr_id = w.wr_id;
+    wc.qp_num = q->qpn;
+    if (wc.status != WcStatus::success) counters_.add(Counter::req_cqe_error);
+    if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
+}
+
 void Device::flush(QpObj* q) {
-    // Error completions are reported for signaled and unsignaled WRs alike (IBTA ch. 10: completion errors).
+    // Error completions are reported for signaled and unsignaled WRs alike (IBTA ch. 10).
     while (!q->sq.empty()) {
         SendWqe& w = q->sq.at(q->sq.head++);
-        if (w.ah) --w.ah->users;
+        release(q, w);
         Wc wc;
         wc.wr_id = w.wr_id;
         wc.status = WcStatus::wr_flush_err;
@@ -238,6 +264,7 @@ void Device::qp_to_error(QpObj* q, EventType event) {
     if (q->state() == QpState::err) return;
     q->attr.qp_state = QpState::err;
     raise(event, q->qpn);
+    if (listener_) listener_->qp_error(*q);
     flush(q);
     if (q->srq) raise(EventType::qp_last_wqe_reached, q->qpn);
 }
@@ -322,18 +349,23 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
                 len += wr->sg_list[i].length;
             }
         } else {
+            // The MRs stay pinned until the WQE retires: a retransmission gathers from them again.
             Sge* dst = &q->sq_sges[(n % q->sq.cap()) * q->attr.cap.max_send_sge];
             for (int i = 0; i < wr->num_sge; ++i) {
                 dst[i] = wr->sg_list[i];
                 len += wr->sg_list[i].length;
+                ++mr_by_key(dst[i].lkey)->pins;  // validated above
             }
             w.num_sge = uint32_t(wr->num_sge);
+            w.pinned = true;
+            w.pinned_keys = dst;
         }
         w.length = len;
         ++q->sq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
     if (st == QpState::err || st == QpState::sqe) flush(q);
+    else if (listener_) listener_->sq_doorbell(*q);
     return Status::ok;
 }
 
@@ -367,6 +399,7 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     }
     if (bad_wr) *bad_wr = nullptr;
     if (q->state() == QpState::err) flush(q);
+    else if (listener_) listener_->rq_doorbell(*q);
     return Status::ok;
 }
 
@@ -397,6 +430,8 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
         ++s->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
+    if (listener_)
+        for (QpObj* q : s->qps) listener_->rq_doorbell(*q);
     return Status::ok;
 }
 

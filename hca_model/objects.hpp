@@ -69,6 +69,7 @@ struct SrqObj {
     Ring<RecvWqe> rq;
     std::vector<Sge> sges;        // max_sge per ring slot
     uint32_t users = 0;           // QPs attached
+    std::vector<QpObj*> qps;      // the QPs attached, told when receives are posted
     bool error = false;
 };
 
@@ -95,6 +96,8 @@ struct SendWqe {
     AhObj* ah = nullptr;
     uint32_t remote_qpn = 0;
     uint32_t remote_qkey = 0;
+    bool pinned = false;          // the SGEs' MRs hold a pin each until the WQE retires
+    const Sge* pinned_keys = nullptr;  // the WQE's SGEs, for unpinning
 };
 
 struct QpObj {

@@ -238,6 +238,43 @@ TEST_CASE("an MR in use by a request in flight cannot be deregistered", "[mr]") 
     CHECK(f.mr.destroy() == Status::ok);
 }
 
+TEST_CASE("posted send WQEs pin their MRs until they retire or flush", "[mr][wr]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    f.to_rts(qp);
+    Sge sge{f.mr.addr(), 8, f.mr.lkey()};
+    SendWr w;
+    w.wr_id = 5;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    const SendWr* bad;
+    REQUIRE(qp.post_send(&w, &bad) == Status::ok);
+    REQUIRE(qp.post_send(&w, &bad) == Status::ok);
+    CHECK(f.dev.mr(f.mr.handle())->pins == 2);
+    CHECK(f.mr.destroy() == Status::busy);
+    QpObj* q = f.dev.qp_by_qpn(qp.qpn());
+    Wc ok;
+    f.dev.retire_send(q, ok);  // unsignaled and successful: no completion
+    CHECK(f.drain().empty());
+    CHECK(f.dev.mr(f.mr.handle())->pins == 1);
+    Wc err;
+    err.status = WcStatus::rem_access_err;
+    err.opcode = WcOpcode::send;
+    f.dev.retire_send(q, err);  // errors complete even when unsignaled
+    auto wc = f.drain();
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].wr_id == 5);
+    CHECK(wc[0].status == WcStatus::rem_access_err);
+    CHECK(wc[0].qp_num == qp.qpn());
+    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    REQUIRE(qp.post_send(&w, &bad) == Status::ok);
+    QpAttr a;
+    a.qp_state = QpState::err;
+    REQUIRE(qp.modify(a, qp_attr::state).ok());
+    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    CHECK(f.mr.destroy() == Status::ok);
+}
+
 TEST_CASE("objects in use cannot be destroyed; handles are per device and die with their object", "[device]") {
     Fixture f;
     CHECK(f.pd.destroy() == Status::busy);  // the MR uses it
