@@ -1,0 +1,117 @@
+#include "tools/sim_pair.hpp"
+
+#include <algorithm>
+
+namespace hcaemu::tools {
+
+namespace {
+
+constexpr uint32_t kIp[2] = {0xC6120001, 0xC6120002};  // 198.18.0.1, 198.18.0.2
+
+Gid mapped(uint32_t a) {
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, uint8_t(a >> 24), uint8_t(a >> 16), uint8_t(a >> 8), uint8_t(a)};
+}
+
+}  // namespace
+
+SimPair::SimPair(const SimConfig& c) : clock(1'000'000'000), wire(c.wire, clock), cfg(c) {
+    for (int i = 0; i < 2; ++i) {
+        Side& s = side[i];
+        PortConfig pc;
+        pc.mac = c.wire.mac[i];
+        pc.ipv4[0] = kIp[i];
+        pc.link_mtu = c.wire.mtu;
+        DeviceAttr da;
+        s.dev = std::make_unique<Device>(da, pc);
+        s.hca = std::make_unique<transport::Hca>(*s.dev, wire.end(i), clock, c.hca);
+        s.hca->set_neighbor(mapped(kIp[1 - i]), c.wire.mac[1 - i]);
+        s.gid = mapped(kIp[i]);
+        s.pd = std::move(s.dev->alloc_pd().value);
+        s.mem.assign(c.mem_bytes, 0);
+        s.mr = std::move(s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(),
+                                       access::local_write | access::remote_write | access::remote_read |
+                                           access::remote_atomic).value);
+        s.cq = std::move(s.dev->create_cq(int(std::min<uint32_t>(c.sq_depth + c.rq_depth + 16, 32767))).value);
+        QpInitAttr ia;
+        ia.send_cq = &s.cq;
+        ia.recv_cq = &s.cq;
+        ia.qp_type = c.type;
+        ia.cap = {c.sq_depth, c.rq_depth, 4, 4, 64};
+        s.qp = std::move(s.dev->create_qp(s.pd, ia).value);
+    }
+    for (int i = 0; i < 2; ++i) {
+        if (c.type == QpType::ud) {
+            AhAttr aa;
+            aa.dgid = side[1 - i].gid;
+            aa.sgid_index = 1;
+            side[i].ah = std::move(side[i].dev->create_ah(side[i].pd, aa).value);
+        }
+        connect(i);
+    }
+}
+
+SimPair::~SimPair() = default;
+
+void SimPair::connect(int i) {
+    Side& s = side[i];
+    const Side& peer = side[1 - i];
+    const QpType t = cfg.type;
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    a.qkey = 0x11111111;
+    a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
+    uint32_t m = qp_attr::state | qp_attr::pkey_index | qp_attr::port;
+    m |= t == QpType::ud ? qp_attr::qkey : qp_attr::access_flags;
+    s.qp.modify(a, m);
+    a.qp_state = QpState::rtr;
+    a.path_mtu = cfg.mtu;
+    a.dest_qp_num = peer.qp.qpn();
+    a.rq_psn = cfg.sq_psn[1 - i];
+    a.max_dest_rd_atomic = cfg.max_rd_atomic;
+    a.min_rnr_timer = cfg.min_rnr_timer;
+    a.ah_attr.dgid = peer.gid;
+    a.ah_attr.sgid_index = 1;
+    m = qp_attr::state;
+    if (t == QpType::rc)
+        m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn | qp_attr::max_dest_rd_atomic |
+             qp_attr::min_rnr_timer;
+    if (t == QpType::uc) m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn;
+    s.qp.modify(a, m);
+    a.qp_state = QpState::rts;
+    a.sq_psn = cfg.sq_psn[i];
+    a.timeout = cfg.timeout;
+    a.retry_cnt = cfg.retry_cnt;
+    a.rnr_retry = cfg.rnr_retry;
+    a.max_rd_atomic = cfg.max_rd_atomic;
+    m = qp_attr::state | qp_attr::sq_psn;
+    if (t == QpType::rc) m |= qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry | qp_attr::max_qp_rd_atomic;
+    s.qp.modify(a, m);
+}
+
+void SimPair::reconnect() {
+    for (int i = 0; i < 2; ++i) {
+        QpAttr a;
+        a.qp_state = QpState::reset;
+        side[i].qp.modify(a, qp_attr::state);
+    }
+    for (int i = 0; i < 2; ++i) connect(i);
+}
+
+bool SimPair::run_until(const std::function<bool()>& done, uint64_t max_ns, uint64_t max_polls) {
+    const uint64_t start = clock.now_ns();
+    for (uint64_t n = 0; n < max_polls; ++n) {
+        if (done()) return true;
+        const size_t moved = side[0].hca->poll() + side[1].hca->poll();
+        if (moved) continue;
+        // Nothing moved (idle, or waiting for buffers the wire still holds): jump to the next
+        // thing that will happen.
+        const uint64_t next = std::min({wire.next_delivery_ns(), side[0].hca->next_timer_ns(), side[1].hca->next_timer_ns()});
+        if (next == UINT64_MAX) return done();
+        if (next - start > max_ns) return done();
+        clock.set(std::max(next, clock.now_ns() + 1));
+    }
+    return done();
+}
+
+}  // namespace hcaemu::tools

@@ -1,0 +1,66 @@
+// Two HCAs joined by the in-memory wire, in virtual time: the bench on which `hcaemu sim` and the
+// protocol tests run. Each side has a device, its engine loop, one PD, one registered buffer, one
+// CQ and one QP connected to the other side's (RC or UC), or a UD QP with an AH for the peer.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dpdk_port/clock.hpp"
+#include "dpdk_port/mem_wire.hpp"
+#include "hca_model/device.hpp"
+#include "transport/hca.hpp"
+
+namespace hcaemu::tools {
+
+struct SimConfig {
+    port::WireConfig wire;
+    QpType type = QpType::rc;
+    Mtu mtu = Mtu::mtu1024;
+    uint8_t timeout = 14;        // 4.096 us * 2^14 = 67 ms of virtual time
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint8_t min_rnr_timer = 1;   // 0.01 ms
+    uint8_t max_rd_atomic = 16;
+    uint32_t sq_depth = 512;
+    uint32_t rq_depth = 512;
+    size_t mem_bytes = 4u << 20; // each side's registered buffer
+    uint32_t sq_psn[2] = {0x100, 0x200};
+    transport::HcaConfig hca;
+};
+
+class SimPair {
+public:
+    struct Side {
+        std::unique_ptr<Device> dev;
+        std::unique_ptr<transport::Hca> hca;
+        Pd pd;
+        std::vector<uint8_t> mem;
+        Mr mr;
+        Cq cq;
+        Qp qp;
+        Ah ah;        // UD: the peer
+        Gid gid{};    // this side's IPv4-mapped GID (index 1)
+    };
+
+    explicit SimPair(const SimConfig& cfg);
+    ~SimPair();
+
+    // Polls both sides, jumping virtual time to the next delivery or timer when both are idle,
+    // until done() holds (true) or `max_ns` of virtual time or `max_polls` turns pass (false).
+    bool run_until(const std::function<bool()>& done, uint64_t max_ns = 60'000'000'000ull,
+                   uint64_t max_polls = 50'000'000);
+    // Moves a side's QP through INIT, RTR and RTS again from RESET (after an error, say).
+    void reconnect();
+
+    port::VirtualClock clock;
+    port::MemWire wire;
+    Side side[2];
+    SimConfig cfg;
+
+private:
+    void connect(int i);
+};
+
+}  // namespace hcaemu::tools

@@ -1,0 +1,245 @@
+// The completer: handles the responses to this QP's requests (ACK, NAK, RNR NAK, READ response
+// data, ATOMIC Acknowledge), retires WQEs strictly in order into the send CQ, and drives
+// retransmission: the local ACK timeout, sequence-error NAKs, RNR waits and implied NAKs (IBTA 9.7).
+#include <algorithm>
+#include <cstring>
+
+#include "transport/hca.hpp"
+#include "transport/psn.hpp"
+
+namespace hcaemu::transport {
+
+namespace {
+
+bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
+
+WcOpcode wc_opcode(WrOpcode op) {
+    switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    default: return WcOpcode::send;
+    }
+}
+
+}  // namespace
+
+namespace {
+
+// Progress was made: the retry counters start over and the ACK timer restarts or stops.
+void progress(Hca& hca, QpCtx& c) {
+    // Until the first response to a restart arrives, responses from before it may still be on
+    // the wire: gaps they imply are not new losses.
+    if (c.restarted && psn_after(c.una, c.restart_psn)) c.restarted = false;
+    c.retry_left = c.qp->attr.retry_cnt;
+    c.rnr_left = c.qp->attr.rnr_retry;
+    hca.timers().cancel(c.ack_timer);
+    if (c.una != c.psn && c.qp->attr.timeout)
+        hca.timers().arm(c.ack_timer, hca.now() + ack_timeout_ns(c.qp->attr.timeout));
+    if (c.next_wqe < c.qp->sq.tail) hca.schedule(c);  // the window moved: more may go out
+}
+
+// Retires every WQE whose PSNs all lie before `psn`: a response with PSN p acknowledges every
+// request before p (IBTA 9.7.5.1.1). A READ or atomic among them whose responses never came is an
+// implied NAK: its responses were lost, so the requester asks again from the first missing one
+// (IBTA 9.7.6.1.2). Returns false in that case.
+bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
+    QpObj& q = *c.qp;
+    while (q.sq.head < c.next_wqe) {
+        const SendWqe& w = q.sq.at(q.sq.head);
+        WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+        const uint32_t last = psn_add(t.first_psn, t.npsn - 1);
+        if (!psn_before(last, psn)) break;
+        if (w.opcode == WrOpcode::rdma_read || is_atomic(w.opcode)) {
+            const uint32_t got = w.opcode == WrOpcode::rdma_read ? (t.read_rcvd + c.mtu - 1) / c.mtu : 0;
+            const uint32_t need = psn_add(t.first_psn, got);
+            if (!c.restarted) {  // once per gap
+                hca.counters().add(Counter::implied_nak_seq_err);
+                hca.req_restart(c, need);
+            }
+            c.una = need;
+            return false;
+        }
+        Wc wc;
+        wc.opcode = wc_opcode(w.opcode);
+        wc.byte_len = w.length;
+        t.started = false;
+        hca.retire(c, wc);
+    }
+    if (psn_after(psn, c.una)) {
+        // A READ at the head is acknowledged only as far as its responses came.
+        c.una = psn;
+        if (q.sq.head < c.next_wqe && q.sq.at(q.sq.head).opcode == WrOpcode::rdma_read) {
+            const WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+            const uint32_t need = psn_add(t.first_psn, (t.read_rcvd + c.mtu - 1) / c.mtu);
+            if (psn_before(need, psn)) c.una = need;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
+    QpObj& q = *c.qp;
+    if (q.type != QpType::rc || q.sq.head == c.next_wqe) return;  // nothing outstanding: stale
+    const uint32_t psn = p.h.bth.psn;
+    // Responses before the oldest unacknowledged PSN, or beyond anything sent, are stale.
+    if (psn_before(psn, c.una) || !psn_before(psn, c.psn)) return;
+    const pkt::OpcodeInfo& oi = *p.op;
+    if (oi.kind == pkt::Kind::ack) {
+        const pkt::Aeth& a = p.h.aeth;
+        switch (a.type()) {
+        case pkt::AethType::ack:
+            // Everything up to and including psn is acknowledged.
+            if (retire_before(*this, c, psn_next(psn))) progress(*this, c);
+            return;
+        case pkt::AethType::rnr_nak: {
+            // Receiver not ready: requests before psn arrived; wait the timer, resend from psn.
+            const uint32_t old_una = c.una;
+            if (!retire_before(*this, c, psn)) return;
+            if (psn_after(c.una, old_una)) progress(*this, c);  // counters count failures in a row
+            counters().add(Counter::rcvd_rnr_err);
+            counters().add(Counter::rnr_nak_retry_err);
+            if (c.rnr_left == 0) {
+                counters().add(Counter::retry_rnr_exceeded_err);
+                fatal(c, WcStatus::rnr_retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+                return;
+            }
+            if (c.rnr_left != 7) --c.rnr_left;  // 7 means retry for ever (IBTA 9.7.5.2.8)
+            timers_.cancel(c.ack_timer);
+            c.rnr_wait = true;  // nothing goes out until the timer fires
+            req_restart(c, psn);
+            timers_.arm(c.rnr_timer, now() + rnr_timer_ns(a.value()));
+            trace(TraceKind::rnr_wait, q.qpn, psn);
+            return;
+        }
+        case pkt::AethType::nak: {
+            const uint32_t old_una = c.una;
+            if (!retire_before(*this, c, psn)) return;
+            if (psn_after(c.una, old_una)) progress(*this, c);
+            const auto code = pkt::NakCode(a.value());
+            if (code == pkt::NakCode::psn_seq_error) {
+                // The responder expected psn: resend from there (Go-Back-N); costs a retry.
+                counters().add(Counter::packet_seq_err);
+                if (c.retry_left == 0) {
+                    counters().add(Counter::retry_exceeded_err);
+                    fatal(c, WcStatus::retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+                    return;
+                }
+                --c.retry_left;
+                req_restart(c, psn);
+                return;
+            }
+            WcStatus st = WcStatus::rem_op_err;
+            if (code == pkt::NakCode::invalid_request) {
+                st = WcStatus::rem_inv_req_err;
+                counters().add(Counter::req_remote_invalid_request);
+            } else if (code == pkt::NakCode::remote_access_error) {
+                st = WcStatus::rem_access_err;
+                counters().add(Counter::req_remote_access_errors);
+            }
+            fatal(c, st, wc_opcode(q.sq.at(q.sq.head).opcode));
+            return;
+        }
+        default: return;  // reserved syndrome: ignored
+        }
+    }
+
+    // READ response or ATOMIC Acknowledge: first retire what lies before it.
+    if (!retire_before(*this, c, psn)) return;
+    if (q.sq.head == c.next_wqe) return;
+    const SendWqe& w = q.sq.at(q.sq.head);
+    WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+    const uint64_t n = q.sq.head;
+    if (oi.kind == pkt::Kind::atomic_ack) {
+        if (!is_atomic(w.opcode) || psn != t.first_psn) {
+            fatal(c, WcStatus::bad_resp_err, wc_opcode(w.opcode));
+            return;
+        }
+        uint8_t orig[8];
+        std::memcpy(orig, &p.h.atomic_ack.orig, 8);  // host order, as the responder read it
+        if (dev_.dma().scatter(q.pd, q.send_sges(n), w.num_sge, 0, orig) != MrError::ok) {
+            fatal(c, WcStatus::loc_prot_err, wc_opcode(w.opcode));
+            return;
+        }
+        --c.rd_atomic_out;
+        c.una = psn_next(psn);
+        Wc wc;
+        wc.opcode = wc_opcode(w.opcode);
+        wc.byte_len = 8;
+        t.started = false;
+        retire(c, wc);
+        progress(*this, c);
+        return;
+    }
+    if (oi.kind != pkt::Kind::rdma_read_response || w.opcode != WrOpcode::rdma_read) {
+        fatal(c, WcStatus::bad_resp_err, wc_opcode(w.opcode));
+        return;
+    }
+    // The next READ response must be exactly the next PSN of this READ (IBTA 9.7.6.1.2).
+    const uint32_t want = psn_add(t.first_psn, (t.read_rcvd + c.mtu - 1) / c.mtu);
+    if (psn != want) {
+        // A gap: responses were lost; ask again from the first missing, once per gap.
+        if (psn_after(psn, want) && !c.restarted) {
+            counters().add(Counter::implied_nak_seq_err);
+            if (c.retry_left == 0) {
+                counters().add(Counter::retry_exceeded_err);
+                fatal(c, WcStatus::retry_exc_err, WcOpcode::rdma_read);
+                return;
+            }
+            --c.retry_left;
+            req_restart(c, want);
+        }
+        return;
+    }
+    const uint32_t remaining = w.length - t.read_rcvd;
+    const bool last = oi.is_last();
+    const uint32_t plen = p.payload_len;
+    // First and Middle carry exactly one MTU; Last and Only carry the rest (IBTA 9.7.6.1.2).
+    if ((last && plen != remaining) || (!last && (plen != c.mtu || plen >= remaining))) {
+        fatal(c, WcStatus::bad_resp_err, WcOpcode::rdma_read);
+        return;
+    }
+    if (plen && dev_.dma().scatter(q.pd, q.send_sges(n), w.num_sge, t.read_rcvd, p.payload()) != MrError::ok) {
+        fatal(c, WcStatus::loc_prot_err, WcOpcode::rdma_read);
+        return;
+    }
+    t.read_rcvd += plen;
+    c.una = psn_next(psn);
+    if (last) {
+        --c.rd_atomic_out;
+        Wc wc;
+        wc.opcode = WcOpcode::rdma_read;
+        wc.byte_len = w.length;
+        t.started = false;
+        retire(c, wc);
+    }
+    progress(*this, c);
+    schedule(c);  // a READ slot freed may let the next WQE go
+}
+
+void Hca::comp_ack_timeout(QpCtx& c) {
+    QpObj& q = *c.qp;
+    if (q.state() != QpState::rts && q.state() != QpState::sqd) return;
+    if (c.una == c.psn) return;  // everything was acknowledged meanwhile
+    counters().add(Counter::local_ack_timeout_err);
+    trace(TraceKind::ack_timeout, q.qpn, c.una);
+    if (c.retry_left == 0) {
+        counters().add(Counter::retry_exceeded_err);
+        fatal(c, WcStatus::retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+        return;
+    }
+    --c.retry_left;
+    req_restart(c, c.una);
+    timers_.arm(c.ack_timer, now() + ack_timeout_ns(q.attr.timeout));
+}
+
+void Hca::comp_rnr_done(QpCtx& c) {
+    c.rnr_wait = false;
+    if (c.qp->state() == QpState::rts) schedule(c);
+}
+
+}  // namespace hcaemu::transport

@@ -1,0 +1,277 @@
+#include "transport/hca.hpp"
+
+#include <algorithm>
+
+#include "transport/psn.hpp"
+
+namespace hcaemu::transport {
+
+namespace {
+
+void on_ack_timer(Timer* t, void* ctx) {
+    (void)t;
+    auto* c = static_cast<QpCtx*>(ctx);
+    c->hca->comp_ack_timeout(*c);
+}
+
+void on_rnr_timer(Timer* t, void* ctx) {
+    (void)t;
+    auto* c = static_cast<QpCtx*>(ctx);
+    c->hca->comp_rnr_done(*c);
+}
+
+bool ipv4_mapped(const Gid& g) {
+    static constexpr uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return std::equal(prefix, prefix + 12, g.begin());
+}
+
+uint32_t ipv4_of(const Gid& g) { return uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15]; }
+
+}  // namespace
+
+Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg)
+    : dev_(dev), port_(port), clock_(clock), cfg_(cfg), timers_(clock) {
+    ctx_.resize(size_t(dev.query_device().max_qp) + 2);
+    run_.reserve(1024);
+    acks_.reserve(1024);
+    dev_.set_listener(this);
+    dev_.set_link_mtu(port.mtu());
+}
+
+Hca::~Hca() {
+    tx_flush();
+    dev_.set_listener(nullptr);
+}
+
+void Hca::set_neighbor(const Gid& ip, const pkt::Mac& mac) {
+    for (auto& n : neighbors_)
+        if (n.first == ip) {
+            n.second = mac;
+            return;
+        }
+    neighbors_.push_back({ip, mac});
+}
+
+bool Hca::resolve(const Gid& ip, pkt::Mac& mac) const {
+    for (const auto& n : neighbors_)
+        if (n.first == ip) {
+            mac = n.second;
+            return true;
+        }
+    return false;
+}
+
+bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h) const {
+    GidEntry sgid;
+    if (dev_.query_gid(1, av.sgid_index, sgid) != Status::ok) return false;
+    h = pkt::Headers{};
+    h.eth.src = port_.mac();
+    if (!resolve(av.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
+    h.ipv6 = !(ipv4_mapped(sgid.gid) && ipv4_mapped(av.dgid));
+    if (h.ipv6) {
+        h.eth.ethertype = pkt::kEthTypeIpv6;
+        h.ip6.src = sgid.gid;
+        h.ip6.dst = av.dgid;
+        h.ip6.traffic_class = av.traffic_class;
+        h.ip6.flow_label = av.flow_label;
+        h.ip6.hop_limit = av.hop_limit;
+    } else {
+        h.eth.ethertype = pkt::kEthTypeIpv4;
+        h.ip4.src = ipv4_of(sgid.gid);
+        h.ip4.dst = ipv4_of(av.dgid);
+        h.ip4.tos = av.traffic_class;
+        h.ip4.ttl = av.hop_limit;
+    }
+    h.udp.sport = qp.type == QpType::ud ? pkt::udp_sport_for_qpn(qp.qpn)
+                                        : pkt::udp_sport_for_flow(av.flow_label, qp.qpn, dest_qpn);
+    h.bth.dest_qp = dest_qpn;
+    h.bth.pkey = 0xFFFF;  // the default partition: the only P_Key table entry
+    return true;
+}
+
+QpCtx& Hca::fresh_ctx(QpObj& qp) {
+    // A new context replaces the old one, whose timers cancel themselves (control path only).
+    auto c = std::make_unique<QpCtx>();
+    c->qp = &qp;
+    c->hca = this;
+    c->ack_timer.fn = on_ack_timer;
+    c->ack_timer.ctx = c.get();
+    c->rnr_timer.fn = on_rnr_timer;
+    c->rnr_timer.ctx = c.get();
+    c->track.resize(qp.sq.cap());
+    ctx_[qp.qpn] = std::move(c);
+    return *ctx_[qp.qpn];
+}
+
+void Hca::qp_modified(QpObj& qp, QpState from) {
+    const QpState to = qp.state();
+    if (to == QpState::reset || !ctx_[qp.qpn]) fresh_ctx(qp);
+    if (to == QpState::reset) return;
+    QpCtx& c = *ctx_[qp.qpn];
+    if (to == QpState::rtr && from == QpState::init) {
+        // The connection is known now: the responder's expected PSN, the packet template.
+        c.epsn = qp.attr.rq_psn;
+        c.mtu = mtu_bytes(qp.attr.path_mtu);
+        c.res.assign(std::max<uint32_t>(qp.attr.max_dest_rd_atomic, 1), RespResource{});
+        c.res_next = 0;
+        if (qp.type != QpType::ud) headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
+    }
+    if (to == QpState::rts && from == QpState::rtr) {
+        c.psn = c.una = qp.attr.sq_psn;
+        c.next_wqe = qp.sq.head;
+        c.retry_left = qp.attr.retry_cnt;
+        c.rnr_left = qp.attr.rnr_retry;
+    }
+    if (qp.type == QpType::ud) c.mtu = mtu_bytes(qp.attr.path_mtu);
+    if (to == QpState::rts && !qp.sq.empty()) schedule(c);  // SQD -> RTS resumes sending
+}
+
+void Hca::qp_error(QpObj& qp) {
+    QpCtx* c = ctx(qp.qpn);
+    if (!c) return;
+    timers_.cancel(c->ack_timer);
+    timers_.cancel(c->rnr_timer);
+    // A receive WQE the responder had taken for a message in progress is older than every
+    // posted one: it is flushed first (IBTA ch. 10: flushed in order).
+    if (c->have_wqe) {
+        Wc wc;
+        wc.wr_id = c->rwqe.wr_id;
+        wc.status = WcStatus::wr_flush_err;
+        wc.opcode = WcOpcode::recv;
+        wc.qp_num = qp.qpn;
+        dev_.counters().add(Counter::resp_cqe_flush_error);
+        dev_.complete(qp.recv_cq, wc);
+        c->have_wqe = false;
+    }
+    c->next_wqe = qp.sq.tail;
+    c->in_msg = QpCtx::InMsg::none;
+    for (auto& r : c->res) r.sending = false;
+    trace(TraceKind::qp_error, qp.qpn, 0);
+}
+
+void Hca::qp_destroyed(QpObj& qp) {
+    if (QpCtx* c = ctx(qp.qpn)) {
+        timers_.cancel(c->ack_timer);
+        timers_.cancel(c->rnr_timer);
+        run_.erase(std::remove(run_.begin(), run_.end(), qp.qpn), run_.end());
+        acks_.erase(std::remove(acks_.begin(), acks_.end(), qp.qpn), acks_.end());
+        ctx_[qp.qpn].reset();
+    }
+}
+
+void Hca::sq_doorbell(QpObj& qp) {
+    if (QpCtx* c = ctx(qp.qpn)) schedule(*c);
+}
+
+void Hca::rq_doorbell(QpObj&) {}  // the requester's retry after an RNR NAK finds the WQE
+
+void Hca::schedule(QpCtx& c) {
+    if (c.scheduled) return;
+    c.scheduled = true;
+    run_.push_back(c.qp->qpn);
+}
+
+Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn) {
+    pkt::Headers h = c.tmpl;
+    h.bth.opcode = pkt::op::acknowledge;
+    h.bth.psn = psn;
+    h.aeth = {syndrome, c.msn};
+    return send(h, 0, [](std::span<uint8_t>) { return true; });
+}
+
+void Hca::retire(QpCtx& c, const Wc& wc) {
+    if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, c.qp->qpn, 0, nullptr, 0, pkt::ParseError::ok, &wc});
+    dev_.retire_send(c.qp, wc);
+}
+
+void Hca::fatal(QpCtx& c, WcStatus status, WcOpcode op) {
+    Wc wc;
+    wc.status = status;
+    wc.opcode = op;
+    if (!c.qp->sq.empty()) retire(c, wc);
+    dev_.qp_to_error(c.qp, EventType::qp_fatal);
+}
+
+void Hca::receive(port::Frame& f) {
+    pkt::Packet p;
+    const pkt::ParseError e = pkt::parse({f.data, f.len}, p);
+    if (e != pkt::ParseError::ok) {
+        dev_.counters().rx_error(e);
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::rx_error, 0, 0, f.data, f.len, e, nullptr});
+        return;
+    }
+    if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::rx, p.h.bth.dest_qp, p.h.bth.psn, f.data, f.len, e, nullptr});
+    QpCtx* c = ctx(p.h.bth.dest_qp);
+    const QpState st = c ? c->qp->state() : QpState::reset;
+    // Requests need RTR or later; responses need a send queue (RTS, SQD). CNPs are counted.
+    const bool ok_state = p.op->request ? (st == QpState::rtr || st == QpState::rts || st == QpState::sqd)
+                                        : (st == QpState::rts || st == QpState::sqd);
+    if (p.op->transport == pkt::Transport::cnp) {
+        dev_.counters().add(Counter::rp_cnp_handled);
+        return;
+    }
+    if (!c || !ok_state || p.h.bth.pkey != 0xFFFF ||
+        uint8_t(p.op->transport) != uint8_t(c->qp->type) - uint8_t(QpType::rc)) {
+        dev_.counters().add(Counter::rx_drop_no_qp);
+        return;
+    }
+    dev_.counters().add(Counter::rcvd_pkts);
+    dev_.counters().add(Counter::rcvd_bytes, f.len);
+    if (p.op->request) resp_handle(*c, p);
+    else comp_handle(*c, p);
+}
+
+void Hca::tx_flush() {
+    uint32_t sent = 0;
+    while (sent < ntx_) {
+        const uint16_t k = port_.tx_burst(&txq_[sent], uint16_t(ntx_ - sent));
+        if (k == 0) break;
+        sent += k;
+    }
+    // What the port refused is lost as on a congested wire: RC recovers by retransmission.
+    for (uint32_t i = sent; i < ntx_; ++i) port_.free(txq_[i]);
+    ntx_ = 0;
+}
+
+size_t Hca::poll() {
+    size_t moved = 0;
+    std::array<port::Frame, 32> rx;
+    const uint16_t n = port_.rx_burst(rx.data(), uint16_t(rx.size()));
+    for (uint16_t i = 0; i < n; ++i) {
+        receive(rx[i]);
+        port_.free(rx[i]);
+    }
+    moved += n;
+
+    // Coalesced ACKs: one per QP per burst, for the newest PSN that asked (IBTA 9.7.5.1.1).
+    for (uint32_t qpn : acks_) {
+        QpCtx* c = ctx(qpn);
+        if (!c || !c->ack_due) continue;
+        if (send_ack(*c, pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), c->ack_psn) == Tx::ok) {
+            c->ack_due = false;
+            ++moved;
+        }
+    }
+    acks_.erase(std::remove_if(acks_.begin(), acks_.end(), [&](uint32_t q) { const QpCtx* c = ctx(q); return !c || !c->ack_due; }),
+                acks_.end());
+
+    timers_.expire(clock_.now_ns());
+
+    // Requesters and READ responders with something due. A QP stays listed while it has more.
+    const size_t nrun = run_.size();
+    for (size_t i = 0; i < nrun; ++i) {
+        QpCtx* c = ctx(run_[i]);
+        if (!c) continue;
+        c->scheduled = false;
+        const uint64_t before = dev_.counters().get(Counter::sent_pkts);
+        if (!resp_send_reads(*c)) schedule(*c);
+        req_run(*c);
+        moved += dev_.counters().get(Counter::sent_pkts) - before;
+    }
+    run_.erase(run_.begin(), run_.begin() + long(nrun));
+    tx_flush();
+    return moved;
+}
+
+}  // namespace hcaemu::transport

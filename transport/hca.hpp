@@ -1,0 +1,148 @@
+// The HCA's engine loop: one object per device that owns every QP's transport state and runs to
+// completion, as a hardware pipeline does: receive a burst, dispatch each packet to the responder
+// or the completer of its QP, send what the requesters and responders have due, fire timers.
+// Nothing on this path allocates, locks or logs; the trace hook is a pointer test when unset.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "dpdk_port/clock.hpp"
+#include "dpdk_port/port.hpp"
+#include "hca_model/device.hpp"
+#include "packet/build.hpp"
+#include "packet/parse.hpp"
+#include "transport/qp_ctx.hpp"
+#include "transport/timer_wheel.hpp"
+
+namespace hcaemu::transport {
+
+struct HcaConfig {
+    uint32_t max_inflight_psn = 1024;  // unacknowledged packets per QP before the requester waits
+    uint32_t ackreq_interval = 32;     // AckReq at least every this many packets of a long message
+    uint32_t tx_budget = 64;           // packets one QP may send per poll turn (fairness)
+};
+
+// Events worth a line in a trace (`hcaemu sim`), beside the packets themselves.
+enum class TraceKind : uint8_t {
+    tx, rx, rx_error, retransmit, nak_sent, rnr_nak_sent, rnr_wait, ack_timeout, cqe, qp_error,
+    duplicate, out_of_sequence,
+};
+inline constexpr std::array<const char*, 12> kTraceKindName = {
+    "tx", "rx", "rx-error", "retransmit", "nak-sent", "rnr-nak-sent", "rnr-wait", "ack-timeout",
+    "cqe", "qp-error", "duplicate", "out-of-sequence"};
+
+struct TraceEvent {
+    TraceKind kind = TraceKind::tx;
+    uint32_t qpn = 0;
+    uint32_t psn = 0;
+    const uint8_t* frame = nullptr;    // tx, rx, rx_error: the frame
+    uint32_t len = 0;
+    pkt::ParseError error = pkt::ParseError::ok;
+    const Wc* wc = nullptr;            // cqe
+};
+using TraceFn = void (*)(void* ctx, const TraceEvent& ev);
+
+class Hca final : public QpListener {
+public:
+    Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg = {});
+    ~Hca() override;
+    Hca(const Hca&) = delete;
+    Hca& operator=(const Hca&) = delete;
+
+    // One turn of the loop. Returns the number of frames received and sent (0 when idle).
+    size_t poll();
+    // The earliest timer deadline, UINT64_MAX if none: virtual time may jump there when idle.
+    uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
+    bool has_work() const { return !run_.empty() || !acks_.empty(); }
+
+    // A static neighbour entry: the MAC for an IP address (ARP and ND are the DPDK port's job).
+    void set_neighbor(const Gid& ip, const pkt::Mac& mac);
+    void set_trace(TraceFn fn, void* ctx) { trace_fn_ = fn; trace_ctx_ = ctx; }
+
+    Device& device() { return dev_; }
+    const HcaConfig& config() const { return cfg_; }
+
+    // QpListener: the device tells the transport what software did.
+    void qp_modified(QpObj& qp, QpState from) override;
+    void qp_error(QpObj& qp) override;
+    void qp_destroyed(QpObj& qp) override;
+    void sq_doorbell(QpObj& qp) override;
+    void rq_doorbell(QpObj& qp) override;
+
+    // ---- used by the engines (requester.cpp, completer.cpp, responder.cpp)
+    enum class Tx : uint8_t { ok, no_buffer, dma_error };
+    // Builds one packet from `h` with `len` payload bytes that `fill` writes, and queues it.
+    template <class Fill>
+    Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
+    Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn);  // an ACK or NAK
+    void schedule(QpCtx& c);
+    void trace(TraceKind k, uint32_t qpn, uint32_t psn) {
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{k, qpn, psn, nullptr, 0, pkt::ParseError::ok, nullptr});
+    }
+    void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
+    void fatal(QpCtx& c, WcStatus status, WcOpcode op);  // error CQE on the head WQE, QP to ERR
+    uint64_t now() const { return clock_.now_ns(); }
+    TimerWheel& timers() { return timers_; }
+    Counters& counters() { return dev_.counters(); }
+    bool resolve(const Gid& ip, pkt::Mac& mac) const;
+    bool headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h) const;
+
+    // engines
+    void req_run(QpCtx& c);
+    void req_restart(QpCtx& c, uint32_t psn);     // Go-Back-N from `psn`
+    void comp_handle(QpCtx& c, const pkt::Packet& p);
+    void comp_ack_timeout(QpCtx& c);
+    void comp_rnr_done(QpCtx& c);
+    void resp_handle(QpCtx& c, const pkt::Packet& p);
+    bool resp_send_reads(QpCtx& c);              // false when out of buffers
+
+private:
+    QpCtx* ctx(uint32_t qpn) const { return qpn < ctx_.size() ? ctx_[qpn].get() : nullptr; }
+    void receive(port::Frame& f);
+    void tx_flush();
+    QpCtx& fresh_ctx(QpObj& qp);
+
+    Device& dev_;
+    port::Port& port_;
+    const port::Clock& clock_;
+    HcaConfig cfg_;
+    TimerWheel timers_;
+    std::vector<std::unique_ptr<QpCtx>> ctx_;  // by QPN
+    std::vector<uint32_t> run_;                 // QPNs with something to send
+    std::vector<uint32_t> acks_;                // QPNs with a coalesced ACK due
+    std::array<port::Frame, 32> txq_{};
+    uint32_t ntx_ = 0;
+    uint16_t ip_id_ = 0;
+    std::vector<std::pair<Gid, pkt::Mac>> neighbors_;
+    TraceFn trace_fn_ = nullptr;
+    void* trace_ctx_ = nullptr;
+};
+
+template <class Fill>
+Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
+    port::Frame f;
+    if (!port_.alloc(f)) return Tx::no_buffer;
+    h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
+    size_t hl = 0;
+    if (pkt::build_headers(h, len, {f.data, f.cap}, hl) != pkt::BuildError::ok) {
+        port_.free(f);
+        return Tx::dma_error;
+    }
+    if (len && !fill(std::span<uint8_t>(f.data + hl, len))) {
+        port_.free(f);
+        return Tx::dma_error;
+    }
+    f.len = uint32_t(pkt::build_finish({f.data, f.cap}, hl, len, h.ipv6));
+    dev_.counters().add(Counter::sent_pkts);
+    dev_.counters().add(Counter::sent_bytes, f.len);
+    if (trace_fn_)
+        trace_fn_(trace_ctx_, TraceEvent{TraceKind::tx, h.bth.dest_qp, h.bth.psn, f.data, f.len, pkt::ParseError::ok, nullptr});
+    txq_[ntx_++] = f;
+    if (ntx_ == txq_.size()) tx_flush();
+    return Tx::ok;
+}
+
+}  // namespace hcaemu::transport

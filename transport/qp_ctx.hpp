@@ -1,0 +1,87 @@
+// The transport's per-QP state: what an HCA keeps in its QP context beside the WQE rings. One
+// context per QPN, created when the QP leaves RESET, reset when it returns there.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hca_model/objects.hpp"
+#include "packet/headers.hpp"
+#include "transport/timer_wheel.hpp"
+
+namespace hcaemu::transport {
+
+class Hca;
+
+// Per send WQE: its PSN range, fixed when its first packet goes out (IBTA 9.7.1).
+struct WqeTrack {
+    uint32_t first_psn = 0;
+    uint32_t npsn = 0;          // PSNs the message takes: its packets, or its READ responses
+    uint32_t read_rcvd = 0;     // READ: response bytes placed so far
+    bool started = false;
+};
+
+// A responder resource (max_dest_rd_atomic of them, IBTA 9.7.5.1.x): what a READ or atomic
+// request asked, kept so that a duplicate is answered from here, and an atomic never re-executed.
+struct RespResource {
+    bool valid = false;
+    bool atomic = false;
+    uint32_t first_psn = 0;
+    uint32_t npsn = 0;
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint32_t length = 0;
+    uint64_t orig = 0;          // atomic: the value before, sent again for a duplicate
+    uint32_t msn = 0;           // MSN the responses carry
+    // READ responses still to send: next PSN and its byte offset.
+    uint32_t next_psn = 0;
+    uint32_t next_off = 0;
+    bool sending = false;
+};
+
+struct QpCtx {
+    QpObj* qp = nullptr;
+    Hca* hca = nullptr;
+    pkt::Headers tmpl;          // Ethernet, IP, UDP and BTH fields fixed for this QP's packets
+    uint32_t mtu = 1024;        // path MTU in bytes
+
+    // ---- requester (requester.cpp)
+    std::vector<WqeTrack> track;  // one per SQ slot
+    uint64_t next_wqe = 0;      // the WQE to send next: sq.head <= next_wqe <= sq.tail
+    uint32_t next_off = 0;      // bytes of next_wqe sent so far
+    uint32_t psn = 0;           // PSN of the next new packet
+    uint32_t una = 0;           // the oldest unacknowledged PSN (== psn when none is outstanding)
+    uint32_t rd_atomic_out = 0; // READ and atomic WQEs sent and not retired (<= max_rd_atomic)
+    uint32_t since_ackreq = 0;  // packets since one asked for an ACK
+    bool scheduled = false;     // on the Hca's run list
+
+    // ---- completer (completer.cpp)
+    uint32_t retry_left = 0;    // retry_cnt left for this run of timeouts
+    uint32_t rnr_left = 0;      // rnr_retry left; 7 = infinite (IBTA 9.7.5.2.8)
+    bool rnr_wait = false;      // sending stopped until the RNR timer fires
+    bool restarted = false;     // a Go-Back-N restart from restart_psn awaits its first response
+    uint32_t restart_psn = 0;
+    Timer ack_timer;            // local ACK timeout (IBTA 9.7.6.1.3)
+    Timer rnr_timer;
+
+    // ---- responder (responder.cpp)
+    uint32_t epsn = 0;          // expected PSN
+    uint32_t msn = 0;           // messages completed, 24 bits
+    bool nak_sent = false;      // one NAK per sequence error (IBTA 9.7.5.1.2)
+    enum class InMsg : uint8_t { none, send, write } in_msg = InMsg::none;
+    bool uc_dropping = false;   // UC: the rest of a message with a lost packet is dropped
+    bool have_wqe = false;      // a receive WQE taken for the SEND in progress
+    RecvWqe rwqe;
+    std::array<Sge, 32> rsges{};
+    uint32_t recv_off = 0;      // bytes placed into the receive WQE
+    uint64_t write_va = 0;      // RDMA WRITE in progress: next address, key, bytes left
+    uint32_t write_rkey = 0;
+    uint32_t write_left = 0;
+    uint32_t write_len = 0;     // the whole WRITE's length, for WRITE with immediate
+    bool ack_due = false;       // an ACK to send at the end of this receive burst (coalescing)
+    uint32_t ack_psn = 0;
+    std::vector<RespResource> res;  // ring of max_dest_rd_atomic
+    uint32_t res_next = 0;
+};
+
+}  // namespace hcaemu::transport

@@ -1,0 +1,190 @@
+// The requester: takes send WQEs in order, splits each message into packets of the path MTU,
+// numbers them with PSNs and sends them; restarts from a PSN for Go-Back-N (IBTA 9.7).
+#include <algorithm>
+#include <cstring>
+
+#include "transport/hca.hpp"
+#include "transport/psn.hpp"
+
+namespace hcaemu::transport {
+
+namespace {
+
+bool is_rd_atomic(WrOpcode op) {
+    return op == WrOpcode::rdma_read || op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
+}
+
+bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
+
+uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
+
+// The opcode of a SEND or WRITE packet from its position in the message (IBTA 9.2 table 38).
+uint8_t data_opcode(QpType t, const SendWqe& w, bool first, bool last) {
+    using namespace pkt::op;
+    if (t == QpType::ud) return uint8_t(ud | (w.opcode == WrOpcode::send_with_imm ? send_only_imm : send_only));
+    const uint8_t base = t == QpType::uc ? uc : rc;
+    switch (w.opcode) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: {
+        const bool imm = w.opcode == WrOpcode::rdma_write_with_imm;
+        if (first && last) return uint8_t(base | (imm ? write_only_imm : write_only));
+        if (first) return uint8_t(base | write_first);
+        if (last) return uint8_t(base | (imm ? write_last_imm : write_last));
+        return uint8_t(base | write_middle);
+    }
+    default: {
+        const bool imm = w.opcode == WrOpcode::send_with_imm, inv = w.opcode == WrOpcode::send_with_inv;
+        if (first && last) return uint8_t(base | (imm ? send_only_imm : inv ? send_only_inv : send_only));
+        if (first) return uint8_t(base | send_first);
+        if (last) return uint8_t(base | (imm ? send_last_imm : inv ? send_last_inv : send_last));
+        return uint8_t(base | send_middle);
+    }
+    }
+}
+
+WcOpcode wc_opcode(WrOpcode op) {
+    switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    default: return WcOpcode::send;
+    }
+}
+
+}  // namespace
+
+void Hca::req_restart(QpCtx& c, uint32_t psn) {
+    QpObj& q = *c.qp;
+    // Find the outstanding WQE whose PSN range holds `psn` and resume there (Go-Back-N).
+    for (uint64_t n = q.sq.head; n < c.next_wqe || (n == c.next_wqe && c.next_off); ++n) {
+        if (n >= q.sq.tail) break;
+        const WqeTrack& t = c.track[n % q.sq.cap()];
+        if (!t.started) break;
+        const int32_t d = psn_diff(psn, t.first_psn);
+        if (d < 0 || uint32_t(d) >= t.npsn) continue;
+        const SendWqe& w = q.sq.at(n);
+        c.next_wqe = n;
+        c.next_off = is_atomic(w.opcode) ? 0 : std::min(uint32_t(d) * c.mtu, w.length);
+        c.psn = psn;
+        if (psn_before(psn, c.una)) c.una = psn;
+        c.since_ackreq = 0;
+        c.restarted = true;
+        c.restart_psn = psn;
+        counters().add(Counter::completer_retry_err);
+        trace(TraceKind::retransmit, q.qpn, psn);
+        schedule(c);
+        return;
+    }
+}
+
+void Hca::req_run(QpCtx& c) {
+    QpObj& q = *c.qp;
+    if (q.state() != QpState::rts || c.rnr_wait) return;  // SQD: no new WQE starts (IBTA 10.3.1.x)
+    const bool rc = q.type == QpType::rc;
+    uint32_t budget = cfg_.tx_budget;
+    while (c.next_wqe < q.sq.tail) {
+        if (budget == 0) {
+            schedule(c);
+            break;
+        }
+        if (rc && psn_diff(c.psn, c.una) >= int32_t(cfg_.max_inflight_psn)) break;  // window full: wait for ACKs
+        const uint64_t n = c.next_wqe;
+        SendWqe& w = q.sq.at(n);
+        WqeTrack& t = c.track[n % q.sq.cap()];
+        const bool rd = is_rd_atomic(w.opcode);
+        if (!t.started) {
+            // Initiator depth: at most max_rd_atomic READ/atomic requests outstanding (IBTA 9.5);
+            // a fenced WQE waits for every earlier one of them.
+            if (rd && c.rd_atomic_out >= std::max<uint32_t>(q.attr.max_rd_atomic, 1)) break;
+            if ((w.send_flags & send_flag::fence) && c.rd_atomic_out) break;
+            t.first_psn = c.psn;
+            t.npsn = is_atomic(w.opcode) ? 1 : packets_for(w.length, c.mtu);
+            t.read_rcvd = 0;
+            t.started = true;
+            if (rd) ++c.rd_atomic_out;
+            c.next_off = 0;
+        }
+
+        pkt::Headers h;
+        if (q.type == QpType::ud) {
+            if (!w.ah || !headers_for(q, w.ah->attr, w.remote_qpn, h)) {
+                fatal(c, WcStatus::loc_qp_op_err, WcOpcode::send);
+                return;
+            }
+            // A Q_Key with its high bit set means "use the QP's own" (IBTA 10.2.5).
+            h.deth = {(w.remote_qkey & 0x80000000u) ? q.attr.qkey : w.remote_qkey, 0, q.qpn};
+        } else {
+            h = c.tmpl;
+        }
+        h.bth.psn = c.psn;
+        uint32_t plen = 0;
+        uint32_t npsn = 1;  // PSNs this packet takes
+        bool last = true;
+        if (w.opcode == WrOpcode::rdma_read) {
+            const uint32_t off = c.next_off;
+            h.bth.opcode = pkt::op::read_request;
+            h.reth = {w.remote_addr + off, w.rkey, w.length - off};
+            npsn = t.npsn - uint32_t(psn_diff(c.psn, t.first_psn));  // the responses still to come
+            h.bth.ack_req = true;
+        } else if (is_atomic(w.opcode)) {
+            h.bth.opcode = w.opcode == WrOpcode::atomic_cmp_and_swp ? pkt::op::cmp_swap : pkt::op::fetch_add;
+            const bool cas = w.opcode == WrOpcode::atomic_cmp_and_swp;
+            h.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
+            h.bth.ack_req = true;
+        } else {
+            const uint32_t off = c.next_off;
+            plen = std::min(c.mtu, w.length - off);
+            const bool first = off == 0;
+            last = off + plen == w.length;
+            h.bth.opcode = data_opcode(q.type, w, first, last);
+            const pkt::OpcodeInfo& oi = pkt::opcode_info(h.bth.opcode);
+            if (oi.has(pkt::Ext::reth)) h.reth = {w.remote_addr, w.rkey, w.length};
+            if (oi.has(pkt::Ext::immdt)) h.imm = w.imm_data;
+            if (oi.has(pkt::Ext::ieth)) h.ieth_rkey = w.imm_data;
+            h.bth.se = last && (w.send_flags & send_flag::solicited);
+            // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA 9.7.5.1.1).
+            h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval);
+        }
+
+        const uint32_t off = c.next_off;
+        const Tx r = send(h, plen, [&](std::span<uint8_t> out) {
+            if (w.is_inline) {
+                std::memcpy(out.data(), q.send_inline(n) + off, out.size());
+                return true;
+            }
+            return dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out) == MrError::ok;
+        });
+        if (r == Tx::no_buffer) {
+            schedule(c);  // the port's pool is empty: continue next turn
+            break;
+        }
+        if (r == Tx::dma_error) {
+            // The local SGEs no longer pass the MR check: local protection error (IBTA ch. 10).
+            fatal(c, WcStatus::loc_prot_err, wc_opcode(w.opcode));
+            return;
+        }
+        --budget;
+        c.since_ackreq = h.bth.ack_req ? 0 : c.since_ackreq + 1;
+        c.psn = psn_add(c.psn, npsn);
+        if (w.opcode == WrOpcode::rdma_read || is_atomic(w.opcode) || last) {
+            ++c.next_wqe;
+            c.next_off = 0;
+            if (!rc) {
+                // UC and UD complete when the last packet leaves: nothing will acknowledge it.
+                Wc wc;
+                wc.opcode = wc_opcode(w.opcode);
+                wc.byte_len = w.length;
+                c.una = c.psn;
+                retire(c, wc);
+            }
+        } else {
+            c.next_off += plen;
+        }
+    }
+    if (rc && c.una != c.psn && !timers_.armed(c.ack_timer) && q.attr.timeout)
+        timers_.arm(c.ack_timer, now() + ack_timeout_ns(q.attr.timeout));
+}
+
+}  // namespace hcaemu::transport
