@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hcaemu {
@@ -12,6 +13,7 @@ namespace hcaemu {
 CompChannel::CompChannel() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 CompChannel::~CompChannel() {
+    for (CqObj* c : cqs_) c->channel = nullptr;
     if (fd_ >= 0) close(fd_);
 }
 
@@ -39,13 +41,19 @@ bool CompChannel::get_cq_event(CqEvent& ev) {
 Device::Device(const DeviceAttr& attr, const PortConfig& port)
     : attr_(attr),
       port_cfg_(port),
-      pds_(attr.max_pd),
-      mrs_(attr.max_mr),
-      cqs_(attr.max_cq),
-      qps_(attr.max_qp, 2),  // QPN 0 (SMI) and 1 (GSI) are reserved by the IBTA
-      srqs_(attr.max_srq),
-      ahs_(attr.max_ah),
+      // Index 0 is never handed out, so a zeroed handle or key names nothing; QPN 1 (GSI) is
+      // reserved too (QPN 0 is the SMI), as the IBTA reserves them.
+      pds_(attr.max_pd, 1),
+      mrs_(attr.max_mr, 1),
+      cqs_(attr.max_cq, 1),
+      qps_(attr.max_qp, 2),
+      srqs_(attr.max_srq, 1),
+      ahs_(attr.max_ah, 1),
       dma_(*this) {
+    // Keys and handles carry a 24-bit index; QPNs are 24 bits (IBTA 9.2).
+    attr_.max_qp = std::min(attr_.max_qp, 0xFFFFFFu - 2);
+    for (uint32_t* m : {&attr_.max_pd, &attr_.max_mr, &attr_.max_cq, &attr_.max_srq, &attr_.max_ah})
+        *m = std::min(*m, 0xFFFFFFu - 1);
     port_.link_mtu = port.link_mtu;
     port_.active_mtu = active_mtu_for_link(port.link_mtu);
     rebuild_gids();
@@ -222,6 +230,7 @@ Result<Cq> Device::create_cq(int cqe, CompChannel* channel, uint64_t context) {
     c->ring.slot.resize(size_t(cqe));
     c->channel = channel;
     c->context = context;
+    if (channel) channel->cqs_.push_back(c);
     return {Status::ok, Cq(this, c->handle)};
 }
 
@@ -296,6 +305,7 @@ Status Device::destroy_cq(uint32_t h) {
     if (!c) return Status::bad_handle;
     if (!c->qps.empty()) return Status::busy;
     if (c->events_acked < c->events_delivered) return Status::busy;  // ibv_destroy_cq would wait
+    if (CompChannel* ch = c->channel) ch->cqs_.erase(std::remove(ch->cqs_.begin(), ch->cqs_.end(), c), ch->cqs_.end());
     cqs_.erase(h >> 8);
     return Status::ok;
 }
@@ -312,9 +322,9 @@ Status Cq::destroy() {
 Result<Srq> Device::create_srq(const Pd& pdh, SrqAttr& a) {
     PdObj* p = pdh.device() == this ? pd(pdh.handle()) : nullptr;
     if (!p) return Result<Srq>::error(Status::bad_handle);
-    if (a.max_wr < 1 || a.max_wr > attr_.max_srq_wr || a.max_sge < 1 || a.max_sge > attr_.max_srq_sge ||
-        a.srq_limit > a.max_wr)
+    if (a.max_wr < 1 || a.max_wr > attr_.max_srq_wr || a.max_sge < 1 || a.max_sge > attr_.max_srq_sge)
         return Result<Srq>::error(Status::invalid_argument);
+    a.srq_limit = 0;  // ignored at creation (ibv_create_srq(3)); armed by modify_srq
     auto o = std::make_unique<SrqObj>();
     SrqObj* s = o.get();
     const int64_t i = srqs_.insert(std::move(o));
@@ -353,6 +363,8 @@ Status Device::destroy_srq(uint32_t h) {
     SrqObj* s = srq(h);
     if (!s) return Status::bad_handle;
     if (s->users) return Status::busy;
+    for (uint64_t n = s->rq.head; n < s->rq.tail; ++n)
+        unpin(&s->sges[(n % s->rq.cap()) * s->attr.max_sge], s->rq.at(n).num_sge);
     --s->pd->users;
     srqs_.erase(h >> 8);
     return Status::ok;

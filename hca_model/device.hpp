@@ -101,9 +101,12 @@ public:
     int fd() const { return fd_; }
     size_t pending() const { return q_.size(); }
     void push(const CqEvent& ev);
+    size_t cqs() const { return cqs_.size(); }  // CQs reporting here
 
 private:
+    friend class Device;
     std::deque<CqEvent> q_;
+    std::vector<CqObj*> cqs_;  // destroying the channel detaches them (no event is lost in a freed one)
     int fd_ = -1;
 };
 
@@ -280,7 +283,8 @@ private:
     Status validate_send(const QpObj& qp, const SendWr& wr) const;
     Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write) const;
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
-    void flush(QpObj* qp);  // every outstanding WR completes with IBV_WC_WR_FLUSH_ERR
+    void flush(QpObj* qp, bool sq = true, bool rq = true);  // outstanding WRs complete with IBV_WC_WR_FLUSH_ERR
+    void unpin(const Sge* sges, uint32_t n);
     void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds
     void rebuild_gids();
 

@@ -105,6 +105,7 @@ Status Device::destroy_qp(uint32_t h) {
     for (CqObj* c : {q->send_cq, q->recv_cq})
         c->qps.erase(std::remove(c->qps.begin(), c->qps.end(), q), c->qps.end());
     for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
+    for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->recv_sges(n), q->rq.at(n).num_sge);
     --q->pd->users;
     if (SrqObj* s = q->srq) {
         --s->users;
@@ -154,8 +155,10 @@ Status Device::validate_attr(const QpObj& q, const QpAttr& a, uint32_t mask) con
     if ((mask & min_rnr_timer) && a.min_rnr_timer > 31) return Status::invalid_argument;
     if ((mask & max_qp_rd_atomic) && a.max_rd_atomic > attr_.max_qp_init_rd_atom) return Status::invalid_argument;
     if ((mask & max_dest_rd_atomic) && a.max_dest_rd_atomic > attr_.max_qp_rd_atom) return Status::invalid_argument;
-    if ((mask & rq_psn) && a.rq_psn > 0xFFFFFF) return Status::invalid_argument;
-    if ((mask & sq_psn) && a.sq_psn > 0xFFFFFF) return Status::invalid_argument;
+    if ((mask & path_mig_state) && a.path_mig_state > 2) return Status::invalid_argument;
+    if ((mask & alt_path) && (a.alt_port_num != 1 || a.alt_ah_attr.sgid_index >= gids_.size() ||
+                              a.alt_pkey_index >= attr_.max_pkeys || a.alt_timeout > 31))
+        return Status::invalid_argument;
     if ((mask & dest_qpn) && a.dest_qp_num > 0xFFFFFF) return Status::invalid_argument;
     if ((mask & av) && (a.ah_attr.port_num != 1 || a.ah_attr.sgid_index >= gids_.size() ||
                         !a.ah_attr.is_global || a.ah_attr.flow_label > 0xFFFFF))
@@ -185,10 +188,17 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
     if (mask & timeout) x.timeout = a.timeout;
     if (mask & retry_cnt) x.retry_cnt = a.retry_cnt;
     if (mask & rnr_retry) x.rnr_retry = a.rnr_retry;
-    if (mask & rq_psn) x.rq_psn = a.rq_psn;
+    if (mask & rq_psn) x.rq_psn = a.rq_psn & 0xFFFFFF;  // PSNs are 24 bits: masked, as drivers do
     if (mask & max_qp_rd_atomic) x.max_rd_atomic = a.max_rd_atomic;
     if (mask & min_rnr_timer) x.min_rnr_timer = a.min_rnr_timer;
-    if (mask & sq_psn) x.sq_psn = a.sq_psn;
+    if (mask & sq_psn) x.sq_psn = a.sq_psn & 0xFFFFFF;
+    if (mask & alt_path) {
+        x.alt_ah_attr = a.alt_ah_attr;
+        x.alt_pkey_index = a.alt_pkey_index;
+        x.alt_port_num = a.alt_port_num;
+        x.alt_timeout = a.alt_timeout;
+    }
+    if (mask & path_mig_state) x.path_mig_state = a.path_mig_state;
     if (mask & max_dest_rd_atomic) x.max_dest_rd_atomic = a.max_dest_rd_atomic;
     if (mask & dest_qpn) x.dest_qp_num = a.dest_qp_num;
     if (mask & en_sqd_async_notify) x.en_sqd_async_notify = a.en_sqd_async_notify;
@@ -196,6 +206,7 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
     if (next == QpState::reset && cur != QpState::reset) {
         // RESET discards every WQE without completions and forgets the connection (IBTA ch. 10, QP states).
         for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
+        for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->recv_sges(n), q->rq.at(n).num_sge);
         q->sq.clear();
         q->rq.clear();
         const QpCap cap = x.cap;
@@ -227,6 +238,7 @@ void Device::release(QpObj*, SendWqe& w) {
 }
 
 void Device::retire_send(QpObj* q, Wc wc) {
+    if (q->sq.empty()) return;
     SendWqe& w = q->sq.at(q->sq.head++);
     release(q, w);
     wc.wr_id = w.wr_id;
@@ -235,9 +247,14 @@ void Device::retire_send(QpObj* q, Wc wc) {
     if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
 }
 
-void Device::flush(QpObj* q) {
+void Device::unpin(const Sge* sges, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i)
+        if (MrObj* m = mr_by_key(sges[i].lkey)) --m->pins;
+}
+
+void Device::flush(QpObj* q, bool sq, bool rq) {
     // Error completions are reported for signaled and unsignaled WRs alike (IBTA ch. 10).
-    while (!q->sq.empty()) {
+    while (sq && !q->sq.empty()) {
         SendWqe& w = q->sq.at(q->sq.head++);
         release(q, w);
         Wc wc;
@@ -248,8 +265,10 @@ void Device::flush(QpObj* q) {
         counters_.add(Counter::req_cqe_flush_error);
         complete(q->send_cq, wc);
     }
-    while (!q->rq.empty()) {
-        const RecvWqe& w = q->rq.at(q->rq.head++);
+    while (rq && !q->rq.empty()) {
+        const uint64_t n = q->rq.head++;
+        const RecvWqe& w = q->rq.at(n);
+        unpin(q->recv_sges(n), w.num_sge);
         Wc wc;
         wc.wr_id = w.wr_id;
         wc.status = WcStatus::wr_flush_err;
@@ -364,7 +383,7 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
         ++q->sq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
-    if (st == QpState::err || st == QpState::sqe) flush(q);
+    if (st == QpState::err || st == QpState::sqe) flush(q, true, false);  // SQE: receives go on
     else if (listener_) listener_->sq_doorbell(*q);
     return Status::ok;
 }
@@ -390,10 +409,12 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
         w.wr_id = wr->wr_id;
         w.num_sge = uint32_t(wr->num_sge);
         w.length = 0;
+        // Receive buffers stay pinned until the responder takes the WQE or it is flushed.
         Sge* dst = &q->rq_sges[(n % q->rq.cap()) * q->attr.cap.max_recv_sge];
         for (int i = 0; i < wr->num_sge; ++i) {
             dst[i] = wr->sg_list[i];
             w.length += wr->sg_list[i].length;
+            ++mr_by_key(dst[i].lkey)->pins;
         }
         ++q->rq.tail;
     }
@@ -426,6 +447,7 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
         for (int i = 0; i < wr->num_sge; ++i) {
             dst[i] = wr->sg_list[i];
             w.length += wr->sg_list[i].length;
+            ++mr_by_key(dst[i].lkey)->pins;
         }
         ++s->rq.tail;
     }
@@ -446,7 +468,9 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
         const uint64_t n = s->rq.head++;
         wqe = s->rq.at(n);
         const Sge* src = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
-        std::copy(src, src + std::min<size_t>(wqe.num_sge, sges.size()), sges.begin());
+        unpin(src, wqe.num_sge);  // from here the DMA engine checks each access itself
+        wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
+        std::copy(src, src + wqe.num_sge, sges.begin());
         // The limit event fires once when the SRQ falls below the armed limit (IBTA ch. 10: SRQ limit).
         if (s->attr.srq_limit && s->rq.count() < s->attr.srq_limit) {
             s->attr.srq_limit = 0;
@@ -458,7 +482,9 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
     const uint64_t n = q->rq.head++;
     wqe = q->rq.at(n);
     const Sge* src = q->recv_sges(n);
-    std::copy(src, src + std::min<size_t>(wqe.num_sge, sges.size()), sges.begin());
+    unpin(src, wqe.num_sge);
+    wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
+    std::copy(src, src + wqe.num_sge, sges.begin());
     return true;
 }
 

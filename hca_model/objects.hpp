@@ -59,7 +59,7 @@ struct CqObj {
 struct RecvWqe {
     uint64_t wr_id = 0;
     uint32_t num_sge = 0;
-    uint32_t length = 0;          // sum of the SGE lengths
+    uint64_t length = 0;          // sum of the SGE lengths
 };
 
 struct SrqObj {

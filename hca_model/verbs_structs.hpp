@@ -113,12 +113,17 @@ struct QpAttr {
     uint32_t qp_access_flags = 0;  // access:: remote_write | remote_read | remote_atomic
     QpCap cap;
     AhAttr ah_attr;
+    AhAttr alt_ah_attr;             // alternate path: kept and reported; RoCE has no path migration
     uint16_t pkey_index = 0;
+    uint16_t alt_pkey_index = 0;
+    uint8_t path_mig_state = 0;     // IBV_MIG_MIGRATED = 0, REARM = 1, ARMED = 2
+    uint8_t alt_port_num = 0;
+    uint8_t alt_timeout = 0;
     bool en_sqd_async_notify = false;
     bool sq_draining = false;
     uint8_t max_rd_atomic = 0;      // outstanding READ/atomic as requester
     uint8_t max_dest_rd_atomic = 0; // responder resources
-    uint8_t min_rnr_timer = 0;      // RNR timer code (IBTA 9.3.5 RNR timer table), 0..31
+    uint8_t min_rnr_timer = 0;      // RNR timer code (IBTA 9.7, RNR NAK timer), 0..31
     uint8_t port_num = 1;
     uint8_t timeout = 0;            // 4.096 us * 2^timeout; 0 = infinite
     uint8_t retry_cnt = 0;          // 0..7

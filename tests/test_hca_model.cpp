@@ -210,8 +210,6 @@ TEST_CASE("keys: index plus a variant; stale keys never match after re-registrat
     CHECK(f.mr.lkey() == cur);
     CHECK(f.dev.mr_by_key(cur)->access == kAllAccess);
     CHECK(f.mr.rereg(0, nullptr, nullptr, 0, 0) == Status::invalid_argument);
-    // deregistration and a new MR in the same slot: the old key stays dead
-    const uint32_t idx = cur >> 8;
     REQUIRE(f.mr.destroy() == Status::ok);
     CHECK(f.dev.mr_by_key(cur) == nullptr);
     // change of translation and PD
@@ -224,7 +222,27 @@ TEST_CASE("keys: index plus a variant; stale keys never match after re-registrat
     CHECK(m2->addr() == reinterpret_cast<uintptr_t>(c.data()));
     CHECK(f.dev.mr_by_key(m2->lkey())->pd == f.dev.pd(pd2->handle()));
     CHECK(f.pd.destroy() == Status::ok);  // the MR moved away from it
-    (void)idx;
+}
+
+TEST_CASE("a new MR in a reused slot gets a new key; the old key stays dead", "[mr]") {
+    DeviceAttr a;
+    a.max_mr = 1;  // one slot: every registration reuses it
+    Device d(a);
+    auto pd = d.alloc_pd();
+    std::vector<uint8_t> b(64);
+    auto m1 = d.reg_mr(pd.value, b.data(), 64, access::local_write);
+    REQUIRE(m1.ok());
+    const uint32_t k1 = m1->lkey();
+    CHECK(k1 != 0);  // index 0 is never used: a zeroed SGE names no MR
+    REQUIRE(m1->destroy() == Status::ok);
+    auto m2 = d.reg_mr(pd.value, b.data(), 64, access::local_write);
+    REQUIRE(m2.ok());
+    CHECK(m2->lkey() >> 8 == k1 >> 8);  // the same slot
+    CHECK(m2->lkey() != k1);
+    CHECK(d.mr_by_key(k1) == nullptr);
+    CHECK(d.mr_by_key(m2->lkey()) != nullptr);
+    CHECK(d.mr_by_key(0) == nullptr);
+    CHECK(d.reg_mr(pd.value, b.data(), 64, access::local_write | access::zero_based).status == Status::invalid_argument);
 }
 
 TEST_CASE("an MR in use by a request in flight cannot be deregistered", "[mr]") {
@@ -372,10 +390,25 @@ TEST_CASE("modify_qp: the full path to RTS, and an illegal transition or mask ch
     CHECK(q.max_dest_rd_atomic == 4);
     CHECK(q.path_mtu == Mtu::mtu1024);
 
-    // value ranges
+    // value ranges, each refused with nothing changed
     QpAttr bad = q;
     bad.retry_cnt = 8;
     CHECK(qp.modify(bad, qp_attr::retry_cnt).status == Status::attr_not_allowed);  // not modifiable in RTS for RC
+    bad = q;
+    bad.qp_access_flags = 1u << 6;
+    CHECK(qp.modify(bad, qp_attr::access_flags).status == Status::invalid_argument);
+    bad = q;
+    bad.path_mig_state = 3;
+    CHECK(qp.modify(bad, qp_attr::path_mig_state).status == Status::invalid_argument);
+    bad = q;
+    bad.alt_port_num = 1;
+    bad.alt_ah_attr.sgid_index = 9;
+    CHECK(qp.modify(bad, qp_attr::alt_path).status == Status::invalid_argument);
+    bad.alt_ah_attr.sgid_index = 0;
+    bad.alt_timeout = 17;
+    REQUIRE(qp.modify(bad, qp_attr::alt_path).ok());
+    REQUIRE(qp.query(q) == Status::ok);
+    CHECK(q.alt_timeout == 17);  // kept and reported
     bad = q;
     bad.min_rnr_timer = 32;
     CHECK(qp.modify(bad, qp_attr::min_rnr_timer).status == Status::invalid_argument);
@@ -400,6 +433,164 @@ TEST_CASE("modify_qp: the full path to RTS, and an illegal transition or mask ch
     REQUIRE(qp.query(q) == Status::ok);
     CHECK(q.dest_qp_num == 0);
     CHECK(q.cap.max_send_wr == 8);
+}
+
+TEST_CASE("attribute values out of range are refused on the way to RTS", "[qp]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    REQUIRE(qp.modify(a, qp_attr::state | qp_attr::port | qp_attr::pkey_index | qp_attr::access_flags).ok());
+    const uint32_t rtr = qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn |
+                         qp_attr::max_dest_rd_atomic | qp_attr::min_rnr_timer;
+    a.qp_state = QpState::rtr;
+    a.path_mtu = Mtu::mtu1024;
+    auto refused = [&](const QpAttr& x, uint32_t m) {
+        CHECK(qp.modify(x, m).status == Status::invalid_argument);
+        CHECK(qp.state() == QpState::init);
+    };
+    QpAttr x = a;
+    x.path_mtu = Mtu(6);
+    refused(x, rtr);
+    x = a;
+    x.dest_qp_num = 1u << 24;
+    refused(x, rtr);
+    x = a;
+    x.max_dest_rd_atomic = 129;  // above max_qp_rd_atom
+    refused(x, rtr);
+    x = a;
+    x.ah_attr.sgid_index = 7;
+    refused(x, rtr);
+    x = a;
+    x.ah_attr.port_num = 2;
+    refused(x, rtr);
+    x = a;
+    x.ah_attr.flow_label = 1u << 20;
+    refused(x, rtr);
+    x = a;
+    x.rq_psn = 0x1ABCDEF;  // masked to 24 bits, as drivers do
+    REQUIRE(qp.modify(x, rtr).ok());
+    QpAttr q;
+    qp.query(q);
+    CHECK(q.rq_psn == 0xABCDEF);
+    const uint32_t rts = qp_attr::state | qp_attr::sq_psn | qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry |
+                         qp_attr::max_qp_rd_atomic;
+    a.qp_state = QpState::rts;
+    auto refused_rts = [&](const QpAttr& y) {
+        CHECK(qp.modify(y, rts).status == Status::invalid_argument);
+        CHECK(qp.state() == QpState::rtr);
+    };
+    x = a;
+    x.timeout = 32;
+    refused_rts(x);
+    x = a;
+    x.retry_cnt = 8;
+    refused_rts(x);
+    x = a;
+    x.rnr_retry = 8;
+    refused_rts(x);
+    x = a;
+    x.max_rd_atomic = 129;
+    refused_rts(x);
+    REQUIRE(qp.modify(a, rts).ok());
+    // SQE (UC/UD only) is not a modify target from RTS
+    a.qp_state = QpState::sqe;
+    CHECK(qp.modify(a, qp_attr::state).status == Status::bad_transition);
+}
+
+TEST_CASE("SQE: sends are flushed, receives go on", "[qp]") {
+    Fixture f;
+    Qp qp = f.make_qp(QpType::uc);
+    f.to_rts(qp, QpType::uc);
+    RecvWr r;
+    r.wr_id = 77;
+    const RecvWr* rbad;
+    REQUIRE(qp.post_recv(&r, &rbad) == Status::ok);
+    f.dev.qp_by_qpn(qp.qpn())->attr.qp_state = QpState::sqe;  // as the HCA moves it on a send error
+    SendWr w;
+    w.wr_id = 5;
+    const SendWr* bad;
+    REQUIRE(qp.post_send(&w, &bad) == Status::ok);
+    auto wc = f.drain();
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].wr_id == 5);
+    CHECK(wc[0].status == WcStatus::wr_flush_err);
+    CHECK(f.dev.qp_by_qpn(qp.qpn())->rq.count() == 1);  // the receive is still posted
+    QpAttr a;
+    a.qp_state = QpState::rts;
+    REQUIRE(qp.modify(a, qp_attr::state).ok());  // SQE -> RTS by modify
+}
+
+TEST_CASE("posted receive buffers pin their MRs until taken or flushed", "[mr][wr]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    Sge s{f.mr.addr(), 100, f.mr.lkey()};
+    RecvWr r;
+    r.sg_list = &s;
+    r.num_sge = 1;
+    const RecvWr* bad;
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    REQUIRE(qp.modify(a, qp_attr::state | qp_attr::port | qp_attr::pkey_index | qp_attr::access_flags).ok());
+    REQUIRE(qp.post_recv(&r, &bad) == Status::ok);
+    REQUIRE(qp.post_recv(&r, &bad) == Status::ok);
+    CHECK(f.mr.destroy() == Status::busy);
+    RecvWqe w;
+    Sge sg[4];
+    REQUIRE(f.dev.take_recv(f.dev.qp_by_qpn(qp.qpn()), w, sg));
+    CHECK(f.dev.mr(f.mr.handle())->pins == 1);
+    a.qp_state = QpState::err;
+    REQUIRE(qp.modify(a, qp_attr::state).ok());
+    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    CHECK(f.mr.destroy() == Status::ok);
+}
+
+TEST_CASE("retire_send on an empty send queue changes nothing", "[qp]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    QpObj* q = f.dev.qp_by_qpn(qp.qpn());
+    f.dev.retire_send(q, Wc{});
+    CHECK(q->sq.empty());
+    CHECK(q->sq.count() == 0);
+    CHECK(f.drain().empty());
+}
+
+TEST_CASE("destroying a completion channel detaches its CQs", "[cq]") {
+    Device d;
+    auto cq = [&] {
+        CompChannel ch;
+        auto r = d.create_cq(4, &ch);
+        REQUIRE(r.ok());
+        CHECK(ch.cqs() == 1);
+        return std::move(r.value);
+    }();  // the channel is gone; the CQ lives on
+    REQUIRE(cq.req_notify(false) == Status::ok);
+    Wc wc;
+    CHECK(d.complete(d.cq(cq.handle()), wc));  // no event to deliver, and no write to freed memory
+    Wc out[1];
+    CHECK(cq.poll(out) == 1);
+    CHECK(cq.destroy() == Status::ok);
+}
+
+TEST_CASE("CQ resize keeps completions in order across the ring's wrap", "[cq]") {
+    Fixture f;
+    auto c = f.dev.create_cq(4);
+    CqObj* o = f.dev.cq(c->handle());
+    Wc wc, out[8];
+    for (uint64_t i = 0; i < 3; ++i) {
+        wc.wr_id = i;
+        f.dev.complete(o, wc);
+    }
+    REQUIRE(c->poll({out, 2}) == 2);
+    for (uint64_t i = 3; i < 6; ++i) {  // wraps: slots 3, 0, 1
+        wc.wr_id = i;
+        f.dev.complete(o, wc);
+    }
+    REQUIRE(c->resize(6) == Status::ok);
+    REQUIRE(c->poll(out) == 4);
+    for (uint64_t i = 0; i < 4; ++i) CHECK(out[i].wr_id == i + 2);
 }
 
 TEST_CASE("UD and UC reach RTS with their own required attributes", "[qp]") {
@@ -445,7 +636,8 @@ TEST_CASE("work request validation, with the first bad WR reported", "[qp][wr]")
     CHECK(qp.post_send(&x, &bad) == Status::bad_lkey);
     x = w;
     x.send_flags = send_flag::inline_;
-    Sge big{reinterpret_cast<uintptr_t>(f.buf.data()), 17, 0};
+    uint8_t outside[32] = {};  // not registered memory, and an lkey that names nothing
+    Sge big{reinterpret_cast<uintptr_t>(outside), 17, 0xDEAD00};
     x.sg_list = &big;
     CHECK(qp.post_send(&x, &bad) == Status::inline_too_large);
     big.length = 16;
@@ -833,4 +1025,77 @@ TEST_CASE("counters and status names are stable", "[device]") {
     CHECK(to_errno(Status::busy) == 16);
     CHECK(std::string(name(QpState::rts)) == "RTS");
     CHECK(std::string(qp_attr_name(7)) == "IBV_QP_AV");
+}
+
+TEST_CASE("more work request validation: receives, SRQ, atomics, inline, foreign objects", "[qp][wr]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    Sge five[5];
+    for (auto& s : five) s = {f.mr.addr(), 8, f.mr.lkey()};
+    RecvWr r;
+    r.sg_list = five;
+    r.num_sge = 5;  // max_recv_sge is 4
+    const RecvWr* rbad = nullptr;
+    CHECK(qp.post_recv(&r, &rbad) == Status::bad_qp_state);  // RESET
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    REQUIRE(qp.modify(a, qp_attr::state | qp_attr::port | qp_attr::pkey_index | qp_attr::access_flags).ok());
+    CHECK(qp.post_recv(&r, &rbad) == Status::too_many_sge);
+    SendWr w;
+    w.sg_list = five;
+    w.num_sge = 1;
+    const SendWr* bad = nullptr;
+    CHECK(qp.post_send(&w, &bad) == Status::bad_qp_state);  // INIT
+
+    SrqAttr sa{2, 1, 0};
+    auto srq = f.dev.create_srq(f.pd, sa);
+    r.num_sge = 2;
+    CHECK(srq->post_recv(&r, &rbad) == Status::too_many_sge);
+    r.num_sge = 1;
+    Sge foreign{f.mr.addr(), 8, f.mr.lkey() + 0x100};
+    r.sg_list = &foreign;
+    CHECK(srq->post_recv(&r, &rbad) == Status::bad_lkey);
+    r.sg_list = five;
+    CHECK(srq->post_recv(&r, &rbad) == Status::ok);
+    CHECK(srq->post_recv(&r, &rbad) == Status::ok);
+    CHECK(srq->post_recv(&r, &rbad) == Status::queue_full);
+
+    Qp rc = f.make_qp();
+    f.to_rts(rc);
+    SendWr x;
+    x.opcode = WrOpcode::atomic_fetch_and_add;
+    Sge four{f.mr.addr(), 4, f.mr.lkey()};
+    x.sg_list = &four;
+    x.num_sge = 1;
+    CHECK(rc.post_send(&x, &bad) == Status::invalid_argument);  // an atomic returns 8 bytes
+    x.opcode = WrOpcode::rdma_read;
+    x.send_flags = send_flag::inline_;
+    CHECK(rc.post_send(&x, &bad) == Status::invalid_argument);  // READ cannot be inline
+    // an MR of another PD
+    auto pd2 = f.dev.alloc_pd();
+    std::vector<uint8_t> b(64);
+    auto mr2 = f.dev.reg_mr(pd2.value, b.data(), 64, access::local_write);
+    Sge other{mr2->addr(), 8, mr2->lkey()};
+    x = SendWr{};
+    x.sg_list = &other;
+    x.num_sge = 1;
+    CHECK(rc.post_send(&x, &bad) == Status::bad_lkey);
+    // an AH of another PD, and of another device
+    Qp ud = f.make_qp(QpType::ud);
+    f.to_rts(ud, QpType::ud);
+    auto ah2 = f.dev.create_ah(pd2.value, AhAttr{});
+    x.sg_list = five;
+    x.ud.ah = &ah2.value;
+    CHECK(ud.post_send(&x, &bad) == Status::no_ah);
+    Device other_dev;
+    auto opd = other_dev.alloc_pd();
+    auto oah = other_dev.create_ah(opd.value, AhAttr{});
+    x.ud.ah = &oah.value;
+    CHECK(ud.post_send(&x, &bad) == Status::no_ah);
+    // atomics are refused when the device has no atomic capability
+    DeviceAttr na;
+    na.atomic_cap = AtomicCap::none;
+    Device d2(na);
+    CHECK(d2.query_device().atomic_cap == AtomicCap::none);
 }

@@ -42,9 +42,9 @@ void progress(Hca& hca, QpCtx& c) {
 }
 
 // Retires every WQE whose PSNs all lie before `psn`: a response with PSN p acknowledges every
-// request before p (IBTA 9.7.5.1.1). A READ or atomic among them whose responses never came is an
+// request before p (IBTA 9.7). A READ or atomic among them whose responses never came is an
 // implied NAK: its responses were lost, so the requester asks again from the first missing one
-// (IBTA 9.7.6.1.2). Returns false in that case.
+// (IBTA 9.7). Returns false in that case.
 bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
     QpObj& q = *c.qp;
     while (q.sq.head < c.next_wqe) {
@@ -108,7 +108,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
                 fatal(c, WcStatus::rnr_retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
                 return;
             }
-            if (c.rnr_left != 7) --c.rnr_left;  // 7 means retry for ever (IBTA 9.7.5.2.8)
+            if (c.rnr_left != 7) --c.rnr_left;  // 7 means retry for ever (IBTA 9.7)
             timers_.cancel(c.ack_timer);
             c.rnr_wait = true;  // nothing goes out until the timer fires
             req_restart(c, psn);
@@ -179,7 +179,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         fatal(c, WcStatus::bad_resp_err, wc_opcode(w.opcode));
         return;
     }
-    // The next READ response must be exactly the next PSN of this READ (IBTA 9.7.6.1.2).
+    // The next READ response must be exactly the next PSN of this READ (IBTA 9.7).
     const uint32_t want = psn_add(t.first_psn, (t.read_rcvd + c.mtu - 1) / c.mtu);
     if (psn != want) {
         // A gap: responses were lost; ask again from the first missing, once per gap.
@@ -198,7 +198,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
     const uint32_t remaining = w.length - t.read_rcvd;
     const bool last = oi.is_last();
     const uint32_t plen = p.payload_len;
-    // First and Middle carry exactly one MTU; Last and Only carry the rest (IBTA 9.7.6.1.2).
+    // First and Middle carry exactly one MTU; Last and Only carry the rest (IBTA 9.7).
     if ((last && plen != remaining) || (!last && (plen != c.mtu || plen >= remaining))) {
         fatal(c, WcStatus::bad_resp_err, WcOpcode::rdma_read);
         return;

@@ -244,7 +244,7 @@ size_t Hca::poll() {
     }
     moved += n;
 
-    // Coalesced ACKs: one per QP per burst, for the newest PSN that asked (IBTA 9.7.5.1.1).
+    // Coalesced ACKs: one per QP per burst, for the newest PSN that asked (IBTA 9.7).
     for (uint32_t qpn : acks_) {
         QpCtx* c = ctx(qpn);
         if (!c || !c->ack_due) continue;

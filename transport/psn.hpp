@@ -25,7 +25,7 @@ constexpr bool psn_in_window(uint32_t psn, uint32_t start, uint32_t len) {
     return ((psn - start) & kPsnMask) < len;
 }
 
-// The responder's PSN check against its expected PSN (IBTA 9.7.5.1): the ePSN itself is valid;
+// The responder's PSN check against its expected PSN (IBTA 9.7): the ePSN itself is valid;
 // the 2^23 PSNs before it (ePSN - 2^23 .. ePSN - 1) are duplicates; the 2^23 - 1 after it are
 // invalid (out of sequence: NAK PSN sequence error).
 enum class PsnClass : uint8_t { expected, duplicate, out_of_sequence };
@@ -36,7 +36,7 @@ constexpr PsnClass classify_psn(uint32_t psn, uint32_t epsn) {
 }
 
 // RNR NAK timer field of the AETH (5 bits) to the time the requester waits before retrying
-// (IBTA 9.7.5.2.8, encoding of the RNR NAK timer field). Code 0 is the longest, 655.36 ms.
+// (IBTA 9.7, encoding of the RNR NAK timer field). Code 0 is the longest, 655.36 ms.
 constexpr uint64_t rnr_timer_ns(uint8_t code) {
     constexpr uint32_t kUs[32] = {
         655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,

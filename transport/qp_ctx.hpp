@@ -21,7 +21,7 @@ struct WqeTrack {
     bool started = false;
 };
 
-// A responder resource (max_dest_rd_atomic of them, IBTA 9.7.5.1.x): what a READ or atomic
+// A responder resource (max_dest_rd_atomic of them, IBTA 9.7): what a READ or atomic
 // request asked, kept so that a duplicate is answered from here, and an atomic never re-executed.
 struct RespResource {
     bool valid = false;
@@ -57,17 +57,17 @@ struct QpCtx {
 
     // ---- completer (completer.cpp)
     uint32_t retry_left = 0;    // retry_cnt left for this run of timeouts
-    uint32_t rnr_left = 0;      // rnr_retry left; 7 = infinite (IBTA 9.7.5.2.8)
+    uint32_t rnr_left = 0;      // rnr_retry left; 7 = infinite (IBTA 9.7)
     bool rnr_wait = false;      // sending stopped until the RNR timer fires
     bool restarted = false;     // a Go-Back-N restart from restart_psn awaits its first response
     uint32_t restart_psn = 0;
-    Timer ack_timer;            // local ACK timeout (IBTA 9.7.6.1.3)
+    Timer ack_timer;            // local ACK timeout (IBTA 9.7)
     Timer rnr_timer;
 
     // ---- responder (responder.cpp)
     uint32_t epsn = 0;          // expected PSN
     uint32_t msn = 0;           // messages completed, 24 bits
-    bool nak_sent = false;      // one NAK per sequence error (IBTA 9.7.5.1.2)
+    bool nak_sent = false;      // one NAK per sequence error (IBTA 9.7)
     enum class InMsg : uint8_t { none, send, write } in_msg = InMsg::none;
     bool uc_dropping = false;   // UC: the rest of a message with a lost packet is dropped
     bool have_wqe = false;      // a receive WQE taken for the SEND in progress

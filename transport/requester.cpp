@@ -81,7 +81,7 @@ void Hca::req_restart(QpCtx& c, uint32_t psn) {
 
 void Hca::req_run(QpCtx& c) {
     QpObj& q = *c.qp;
-    if (q.state() != QpState::rts || c.rnr_wait) return;  // SQD: no new WQE starts (IBTA 10.3.1.x)
+    if (q.state() != QpState::rts || c.rnr_wait) return;  // SQD: no new WQE starts (IBTA ch. 10)
     const bool rc = q.type == QpType::rc;
     uint32_t budget = cfg_.tx_budget;
     while (c.next_wqe < q.sq.tail) {
@@ -95,7 +95,7 @@ void Hca::req_run(QpCtx& c) {
         WqeTrack& t = c.track[n % q.sq.cap()];
         const bool rd = is_rd_atomic(w.opcode);
         if (!t.started) {
-            // Initiator depth: at most max_rd_atomic READ/atomic requests outstanding (IBTA 9.5);
+            // Initiator depth: at most max_rd_atomic READ/atomic requests outstanding (IBTA 9.7);
             // a fenced WQE waits for every earlier one of them.
             if (rd && c.rd_atomic_out >= std::max<uint32_t>(q.attr.max_rd_atomic, 1)) break;
             if ((w.send_flags & send_flag::fence) && c.rd_atomic_out) break;
@@ -144,7 +144,7 @@ void Hca::req_run(QpCtx& c) {
             if (oi.has(pkt::Ext::immdt)) h.imm = w.imm_data;
             if (oi.has(pkt::Ext::ieth)) h.ieth_rkey = w.imm_data;
             h.bth.se = last && (w.send_flags & send_flag::solicited);
-            // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA 9.7.5.1.1).
+            // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA 9.7).
             h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval);
         }
 

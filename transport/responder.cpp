@@ -122,7 +122,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             c.uc_dropping = false;
         }
     } else {
-        // ---- RC: the PSN decides (IBTA 9.7.5.1.1).
+        // ---- RC: the PSN decides (IBTA 9.7).
         switch (classify_psn(psn, c.epsn)) {
         case PsnClass::out_of_sequence:
             // Packets were lost: one NAK per sequence error, then silence until epsn comes.
@@ -195,19 +195,19 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
 
     switch (oi.kind) {
     case Kind::send: {
-        // Opcode sequence (IBTA 9.7.5.1.3): First/Only start a message, Middle/Last continue one.
+        // Opcode sequence (IBTA 9.7): First/Only start a message, Middle/Last continue one.
         if (oi.is_first() == (c.in_msg != QpCtx::InMsg::none) || (!oi.is_first() && c.in_msg != QpCtx::InMsg::send)) {
             invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
             return;
         }
-        // First and Middle carry exactly one path MTU, Last and Only at most one (IBTA 9.7.5.1.4).
+        // First and Middle carry exactly one path MTU, Last and Only at most one (IBTA 9.7).
         if ((oi.is_last() ? plen > c.mtu : plen != c.mtu)) {
             invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
             return;
         }
         if (oi.is_first()) {
             if (!c.have_wqe && !dev_.take_recv(&q, c.rwqe, c.rsges)) {
-                // No receive WQE: RNR NAK, the requester retries after min_rnr_timer (IBTA 9.7.5.2.8).
+                // No receive WQE: RNR NAK, the requester retries after min_rnr_timer (IBTA 9.7).
                 counters().add(Counter::out_of_buffer);
                 if (rc) {
                     counters().add(Counter::send_rnr_err);
@@ -251,7 +251,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             return;
         }
         if (oi.is_first()) {
-            // The whole range the RETH names is checked once, up front (IBTA 9.7.5.1.x); a
+            // The whole range the RETH names is checked once, up front (IBTA 9.7); a
             // zero-length WRITE touches no memory and needs no valid R_Key.
             const pkt::Reth& r = p.h.reth;
             if (!(q.attr.qp_access_flags & access::remote_write) ||
