@@ -182,9 +182,9 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
     note(s, o, "CRC32 over IP, UDP, BTH, headers and payload with the fields routers may change masked: a frame damaged on the way is dropped and counted");
 }
 
-void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen) {
+void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen, bool prefix) {
     const Headers& h = p.h;
-    app(s, "%6" PRIu64 " %11.6f ", idx, t);
+    if (prefix) app(s, "%6" PRIu64 " %11.6f ", idx, t);
     if (!decoded_udp(e)) {
         app(s, "%zu bytes, not RoCE v2 (%s)\n", flen, name(e));
         return;
@@ -259,7 +259,7 @@ void dissect(std::string& out, const Packet& p, ParseError e, size_t frame_len, 
              double time_s, const DissectOptions& opt) {
     switch (opt.format) {
     case DissectFormat::full: full(out, p, e, index, time_s, frame_len, opt); break;
-    case DissectFormat::brief: brief(out, p, e, index, time_s, frame_len); break;
+    case DissectFormat::brief: brief(out, p, e, index, time_s, frame_len, opt.brief_prefix); break;
     case DissectFormat::json: json(out, p, e, index, time_s, frame_len); break;
     }
 }

@@ -17,6 +17,7 @@ struct DissectOptions {
     DissectFormat format = DissectFormat::full;
     bool notes = true;          // full format: explain each header in terms of HCA objects
     size_t payload_bytes = 32;  // full format: payload bytes shown in hex
+    bool brief_prefix = true;   // brief format: start with the frame number and time
 };
 
 // Appends the dissection of one frame, as parse() left it with result `e`, to `out`. `index` is

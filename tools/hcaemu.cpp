@@ -14,6 +14,8 @@ constexpr const char* kHelp =
     "  dissect FILE.pcap   decode every RoCE v2 frame of a capture: headers, fields, ICRC, and\n"
     "                      what each field means to the HCA (--brief, --json)\n"
     "  demo                write a capture of one frame of every RoCE v2 opcode and dissect it\n"
+    "  sim                 two HCAs over an in-memory wire in virtual time, with seeded faults:\n"
+    "                      every packet and event traced, memory and completions verified\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
     }
     if (sub == "dissect") return hcaemu::tools::cmd_dissect(argc - 1, argv + 1);
     if (sub == "demo") return hcaemu::tools::cmd_demo(argc - 1, argv + 1);
+    if (sub == "sim") return hcaemu::tools::cmd_sim(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

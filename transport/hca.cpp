@@ -181,7 +181,12 @@ Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn) {
 }
 
 void Hca::retire(QpCtx& c, const Wc& wc) {
-    if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, c.qp->qpn, 0, nullptr, 0, pkt::ParseError::ok, &wc});
+    if (trace_fn_ && !c.qp->sq.empty()) {
+        Wc w = wc;
+        w.wr_id = c.qp->sq.at(c.qp->sq.head).wr_id;
+        w.qp_num = c.qp->qpn;
+        trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, c.qp->qpn, 0, nullptr, 0, pkt::ParseError::ok, &w});
+    }
     dev_.retire_send(c.qp, wc);
 }
 

@@ -109,6 +109,12 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
     const bool rc = q.type == QpType::rc;
     if (!rc) {
         // ---- UC: no ACKs; a gap drops the message in progress; a First or Only starts afresh.
+        // A PSN before the expected one is a duplicate or a straggler: dropped, so that nothing
+        // is delivered twice.
+        if (classify_psn(psn, c.epsn) == PsnClass::duplicate) {
+            counters().add(Counter::duplicate_request);
+            return;
+        }
         if (psn != c.epsn) {
             if (c.in_msg != QpCtx::InMsg::none) counters().add(Counter::uc_dropped_messages);
             c.in_msg = QpCtx::InMsg::none;
@@ -130,6 +136,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             trace(TraceKind::out_of_sequence, q.qpn, psn);
             if (!c.nak_sent) {
                 c.nak_sent = true;
+                c.ack_due = false;  // the NAK acknowledges everything before epsn
                 send_ack(c, nak(pkt::NakCode::psn_seq_error), c.epsn);
                 trace(TraceKind::nak_sent, q.qpn, c.epsn);
             }
