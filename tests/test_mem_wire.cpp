@@ -21,7 +21,8 @@ using namespace hcaemu::port;
 
 namespace {
 
-// Heap allocations made by this test program (operator new is replaced below).
+// Heap allocations made by this test program: every unaligned operator new is replaced below,
+// the nothrow forms too (Catch2 uses them), so that each delete meets a malloc (ASan checks).
 uint64_t g_allocs = 0;
 
 }  // namespace
@@ -32,10 +33,17 @@ void* operator new(std::size_t n) {
     throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    ++g_allocs;
+    return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 
