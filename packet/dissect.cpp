@@ -67,7 +67,7 @@ std::string aeth_str(const Aeth& a) {
         if (a.value() == kAethCreditInvalid)
             std::snprintf(b, sizeof b, "ACK (no credit count)");
         else
-            std::snprintf(b, sizeof b, "ACK (credit code %u)", a.value());
+            std::snprintf(b, sizeof b, "ACK (credits: code %u = %u receive WQEs)", a.value(), kAethCredits[a.value()]);
         break;
     case AethType::rnr_nak: std::snprintf(b, sizeof b, "RNR NAK (timer code %u)", a.value()); break;
     case AethType::nak: std::snprintf(b, sizeof b, "NAK (%s)", nak_code_name(a.value())); break;

@@ -115,6 +115,18 @@ struct Aeth {
     bool operator==(const Aeth&) const = default;
 };
 constexpr uint8_t aeth_syndrome(AethType t, uint8_t value) { return uint8_t((uint8_t(t) << 5) | (value & 0x1F)); }
+
+// End-to-end credits in an ACK's AETH (IBTA 9.7.7.2): a 5-bit code for the receive WQEs the
+// responder has posted, on a roughly logarithmic scale; 31 means "no credit information".
+inline constexpr uint32_t kAethCredits[31] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256,
+                                              384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
+                                              12288, 16384, 24576, 32768};
+// The largest code whose credit count does not exceed `wqes`.
+constexpr uint8_t aeth_credit_code(uint32_t wqes) {
+    uint8_t c = 0;
+    while (c < 30 && kAethCredits[c + 1] <= wqes) ++c;
+    return c;
+}
 const char* aeth_type_name(AethType t);
 const char* nak_code_name(uint8_t code);  // "reserved" for unknown codes
 

@@ -293,6 +293,18 @@ std::vector<FaultCase> fault_cases() {
 
 // Posts `k` operations of one kind from A to B, runs them to completion over a faulty wire, and
 // checks memory byte for byte and every completion: exactly once, in order, success.
+// What the wire injected over a whole fault case: checked, so that no case passes on a clean wire.
+port::WireStats injected;
+
+void check_injected(const FaultCase& fc) {
+    INFO(fc.name);
+    if (fc.f.loss > 0) CHECK(injected.lost > 0);
+    if (fc.f.duplicate > 0) CHECK(injected.duplicated > 0);
+    if (fc.f.reorder > 0) CHECK(injected.reordered > 0);
+    if (fc.f.corrupt > 0) CHECK(injected.corrupted > 0);
+    injected = {};
+}
+
 void exercise(WrOpcode op, uint32_t len, const FaultCase& fc, uint64_t seed, int k) {
     SimConfig c = rc_config();
     c.wire.seed = seed;
@@ -323,10 +335,24 @@ void exercise(WrOpcode op, uint32_t len, const FaultCase& fc, uint64_t seed, int
     b.p.run_until([] { return false; }, 200'000'000);  // let late duplicates arrive: nothing may change
     b.poll_cqs();
     REQUIRE(b.cqes[0].size() == size_t(k));
+    const WcOpcode want_op = op == WrOpcode::rdma_read ? WcOpcode::rdma_read
+                             : op == WrOpcode::atomic_fetch_and_add ? WcOpcode::fetch_add
+                             : op == WrOpcode::atomic_cmp_and_swp ? WcOpcode::comp_swap
+                             : (op == WrOpcode::rdma_write || op == WrOpcode::rdma_write_with_imm) ? WcOpcode::rdma_write
+                                                                                                   : WcOpcode::send;
     for (int i = 0; i < k; ++i) {
         const Wc& w = b.cqes[0][size_t(i)];
         CHECK(w.wr_id == uint64_t(i));
         CHECK(w.status == WcStatus::success);
+        CHECK(w.opcode == want_op);
+        CHECK(w.byte_len == (atomic ? 8 : len));
+    }
+    for (int d = 0; d < 2; ++d) {
+        const port::WireStats& ws = b.p.wire.stats(d);
+        injected.lost += ws.lost;
+        injected.duplicated += ws.duplicated;
+        injected.reordered += ws.reordered;
+        injected.corrupted += ws.corrupted;
     }
     if (consumes_recv) {
         REQUIRE(b.cqes[1].size() == size_t(k));
@@ -385,24 +411,30 @@ TEST_CASE("every RC operation at every size, byte-exact, exactly once, in order,
     const WrOpcode ops[] = {WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::send_with_inv, WrOpcode::rdma_write,
                             WrOpcode::rdma_write_with_imm, WrOpcode::rdma_read};
     const uint32_t sizes[] = {0, 1, 1023, 1024, 1025, 5000};
-    for (const FaultCase& fc : fault_cases())
+    for (const FaultCase& fc : fault_cases()) {
         for (WrOpcode op : ops)
             for (uint32_t len : sizes)
-                for (uint64_t seed = 1; seed <= 3; ++seed) exercise(op, len, fc, seed * 7919 + len, 6);
+                for (uint64_t seed = 1; seed <= 4; ++seed) exercise(op, len, fc, seed * 7919 + len, 6);
+        check_injected(fc);
+    }
 }
 
 TEST_CASE("atomics under seeded faults execute exactly once, in order", "[transport][rc][faults]") {
-    for (const FaultCase& fc : fault_cases())
+    for (const FaultCase& fc : fault_cases()) {
         for (uint64_t seed = 1; seed <= 10; ++seed) {
             exercise(WrOpcode::atomic_fetch_and_add, 8, fc, seed, 8);
             exercise(WrOpcode::atomic_cmp_and_swp, 8, fc, seed, 8);
         }
+        check_injected(fc);
+    }
 }
 
 TEST_CASE("1 MiB messages under seeded faults", "[transport][rc][faults][big]") {
     const WrOpcode ops[] = {WrOpcode::send, WrOpcode::rdma_write, WrOpcode::rdma_read};
-    for (const FaultCase& fc : fault_cases())
+    for (const FaultCase& fc : fault_cases()) {
         for (WrOpcode op : ops) exercise(op, 1u << 20, fc, 42, 2);
+        check_injected(fc);
+    }
 }
 
 TEST_CASE("24-bit PSN wraparound, with loss across the wrap", "[transport][rc]") {
@@ -459,7 +491,7 @@ TEST_CASE("remote access errors: NAK, REM_ACCESS_ERR, both QPs in error, nothing
     CHECK(b.p.side[0].dev->counters().get(Counter::req_remote_access_errors) == 1);
 }
 
-TEST_CASE("a bad R_Key on READ and a misaligned atomic", "[transport][rc]") {
+TEST_CASE("a bad R_Key on READ and an atomic outside the MR", "[transport][rc]") {
     {
         Bench b(rc_config());
         Sge sge{b.addr(0), 64, b.p.side[0].mr.lkey()};
@@ -582,4 +614,140 @@ TEST_CASE("UD: SEND with DETH, Q_Key check, source QPN and GID in the completion
     // larger than one MTU: refused at post time
     sge.length = 1025;
     CHECK(b.p.side[0].qp.post_send(&x, &bad) == Status::invalid_argument);
+}
+
+TEST_CASE("ACKs carry end-to-end credits: the receive WQEs posted, encoded", "[transport][rc]") {
+    CHECK(pkt::aeth_credit_code(0) == 0);
+    CHECK(pkt::aeth_credit_code(4) == 4);
+    CHECK(pkt::aeth_credit_code(5) == 4);   // 6 would be code 5
+    CHECK(pkt::aeth_credit_code(6) == 5);
+    CHECK(pkt::aeth_credit_code(100) == 13);  // 96
+    CHECK(pkt::aeth_credit_code(1u << 20) == 30);
+    Bench b(rc_config());
+    for (int i = 0; i < 7; ++i) REQUIRE(b.post_recv(1, uint64_t(i) * 100, 100, uint64_t(i)) == Status::ok);
+    REQUIRE(b.post(0, WrOpcode::send, 0, 10, 0, 1) == Status::ok);
+    REQUIRE(b.wait_cqes(1, 1));
+    const Seen* ack = nullptr;
+    for (const Seen& s : b.seen)
+        if (s.dir == 1 && s.opcode == acknowledge) ack = &s;
+    REQUIRE(ack);
+    CHECK(ack->syndrome == pkt::aeth_syndrome(pkt::AethType::ack, 5));  // 6 WQEs left
+}
+
+TEST_CASE("a message longer than the in-flight window (2000 packets) completes, clean and lossy", "[transport][rc]") {
+    for (double loss : {0.0, 0.05}) {
+        SimConfig c = rc_config();
+        c.mtu = Mtu::mtu256;
+        c.wire.faults[0].loss = c.wire.faults[1].loss = loss;
+        Bench b(c);
+        b.fill(0, 0, 512000, 21);
+        REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 512000, 600000, 1) == Status::ok);
+        REQUIRE(b.wait_cqes(1, 0));
+        CHECK(b.cqes[0][0].status == WcStatus::success);
+        CHECK(std::memcmp(b.mem(1) + 600000, b.mem(0), 512000) == 0);
+        if (loss == 0) CHECK(b.p.side[0].dev->counters().get(Counter::local_ack_timeout_err) == 0);
+    }
+}
+
+TEST_CASE("SQD drains: the message in progress completes, SQ_DRAINED is raised, no new WQE starts", "[transport][rc]") {
+    SimConfig c = rc_config();
+    c.hca.tx_budget = 8;  // so that the first message is still going out when SQD comes
+    Bench b(c);
+    b.fill(0, 0, 64 * 1024, 22);
+    REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 64 * 1024, 0, 1) == Status::ok);
+    REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 1000, 100000, 2) == Status::ok);
+    b.p.side[0].hca->poll();  // 8 of the 64 packets
+    QpAttr a;
+    a.qp_state = QpState::sqd;
+    a.en_sqd_async_notify = true;
+    REQUIRE(b.p.side[0].qp.modify(a, qp_attr::state | qp_attr::en_sqd_async_notify).ok());
+    REQUIRE(b.wait_cqes(1, 0));
+    b.p.run_until([] { return false; }, 10'000'000);
+    b.poll_cqs();
+    REQUIRE(b.cqes[0].size() == 1);
+    CHECK(b.cqes[0][0].wr_id == 1);
+    CHECK(std::memcmp(b.mem(1), b.mem(0), 64 * 1024) == 0);
+    AsyncEvent ev;
+    bool drained = false;
+    while (b.p.side[0].dev->get_async_event(ev)) drained |= ev.type == EventType::sq_drained;
+    CHECK(drained);
+    CHECK(b.count(0, write_only) == 0);  // the second WQE did not start
+    a.qp_state = QpState::rts;
+    REQUIRE(b.p.side[0].qp.modify(a, qp_attr::state).ok());
+    REQUIRE(b.wait_cqes(2, 0));
+    CHECK(b.cqes[0][1].wr_id == 2);
+}
+
+TEST_CASE("responses leave in PSN order: READ then SEND and atomic on a clean wire, no retry needed", "[transport][rc]") {
+    SimConfig c = rc_config();
+    c.retry_cnt = 0;
+    Bench b(c);
+    b.fill(1, 0, 5000, 23);
+    REQUIRE(b.post_recv(1, 20000, 100, 9) == Status::ok);
+    for (int round = 0; round < 5; ++round) {
+        REQUIRE(b.post(0, WrOpcode::rdma_read, 10000, 5000, 0, 10 + uint64_t(round) * 3) == Status::ok);
+        REQUIRE(b.post(0, WrOpcode::atomic_fetch_and_add, 30000 + uint64_t(round) * 8, 8, 8192, 11 + uint64_t(round) * 3,
+                       send_flag::signaled, 1) == Status::ok);
+        REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 100, 40000, 12 + uint64_t(round) * 3) == Status::ok);
+    }
+    REQUIRE(b.post(0, WrOpcode::send, 0, 100, 0, 99) == Status::ok);
+    REQUIRE(b.wait_cqes(16, 1));
+    for (const Wc& w : b.cqes[0]) CHECK(w.status == WcStatus::success);
+    CHECK(b.count(0, read_request) == 5);  // no READ was asked twice
+    CHECK(b.p.side[0].dev->counters().get(Counter::completer_retry_err) == 0);
+    CHECK(std::memcmp(b.mem(0) + 10000, b.mem(1), 5000) == 0);
+    // responses in PSN order on the wire
+    uint32_t last = 0;
+    bool first = true;
+    for (const Seen& s : b.seen)
+        if (s.dir == 1) {
+            if (!first) CHECK(transport::psn_diff(s.psn, last) >= 0);
+            last = s.psn;
+            first = false;
+        }
+}
+
+TEST_CASE("UD uses the port MTU: one packet up to it", "[transport][ud]") {
+    SimConfig c = rc_config();
+    c.type = QpType::ud;
+    c.wire.mtu = 9000;  // active MTU 4096
+    Bench b(c);
+    b.fill(0, 0, 4000, 24);
+    REQUIRE(b.post_recv(1, 0, 40 + 4000, 1) == Status::ok);
+    REQUIRE(b.post(0, WrOpcode::send_with_imm, 0, 4000, 0, 1) == Status::ok);
+    REQUIRE(b.wait_cqes(1, 1));
+    CHECK(b.cqes[1].size() == 1);
+    CHECK(b.cqes[1][0].byte_len == 40 + 4000);
+    CHECK(b.count(0, pkt::op::ud | send_only_imm) == 1);
+    CHECK(std::memcmp(b.mem(1) + 40, b.mem(0), 4000) == 0);
+}
+
+TEST_CASE("UC: a WRITE with immediate that finds no receive WQE is dropped; the next message arrives", "[transport][uc]") {
+    SimConfig c = rc_config();
+    c.type = QpType::uc;
+    Bench b(c);
+    b.fill(0, 0, 3000, 25);
+    REQUIRE(b.post(0, WrOpcode::rdma_write_with_imm, 0, 3000, 50000, 1) == Status::ok);
+    REQUIRE(b.wait_cqes(1, 0));
+    b.p.run_until([] { return false; }, 1'000'000);
+    REQUIRE(b.post_recv(1, 0, 3000, 7) == Status::ok);
+    REQUIRE(b.post(0, WrOpcode::send, 0, 3000, 0, 2) == Status::ok);
+    REQUIRE(b.wait_cqes(2, 1));
+    CHECK(b.cqes[1][0].wr_id == 7);
+    CHECK(b.cqes[1][0].opcode == WcOpcode::recv);
+    CHECK(b.cqes[1][0].byte_len == 3000);
+    CHECK(std::memcmp(b.mem(1), b.mem(0), 3000) == 0);
+    CHECK(b.p.side[1].dev->counters().get(Counter::resp_invalid_request) == 0);
+}
+
+TEST_CASE("a path MTU above the port's active MTU is clamped to it", "[transport][rc]") {
+    SimConfig c = rc_config();
+    c.mtu = Mtu::mtu4096;  // the wire's 1500 gives an active MTU of 1024
+    Bench b(c);
+    b.fill(0, 0, 5000, 26);
+    REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 5000, 0, 1) == Status::ok);
+    REQUIRE(b.wait_cqes(1, 0));
+    CHECK(b.cqes[0][0].status == WcStatus::success);
+    CHECK(b.count(0, write_middle) == 3);  // 5 packets of at most 1024 bytes
+    CHECK(b.p.wire.stats(0).too_big == 0);
 }

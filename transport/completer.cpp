@@ -39,6 +39,7 @@ void progress(Hca& hca, QpCtx& c) {
     if (c.una != c.psn && c.qp->attr.timeout)
         hca.timers().arm(c.ack_timer, hca.now() + ack_timeout_ns(c.qp->attr.timeout));
     if (c.next_wqe < c.qp->sq.tail) hca.schedule(c);  // the window moved: more may go out
+    hca.check_drained(c);
 }
 
 // Retires every WQE whose PSNs all lie before `psn`: a response with PSN p acknowledges every
@@ -84,7 +85,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
 
 void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
     QpObj& q = *c.qp;
-    if (q.type != QpType::rc || q.sq.head == c.next_wqe) return;  // nothing outstanding: stale
+    if (q.type != QpType::rc || c.una == c.psn) return;  // nothing outstanding: stale
     const uint32_t psn = p.h.bth.psn;
     // Responses before the oldest unacknowledged PSN, or beyond anything sent, are stale.
     if (psn_before(psn, c.una) || !psn_before(psn, c.psn)) return;
@@ -150,7 +151,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
 
     // READ response or ATOMIC Acknowledge: first retire what lies before it.
     if (!retire_before(*this, c, psn)) return;
-    if (q.sq.head == c.next_wqe) return;
+    if (q.sq.empty() || !c.track[q.sq.head % q.sq.cap()].started) return;
     const SendWqe& w = q.sq.at(q.sq.head);
     WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
     const uint64_t n = q.sq.head;
@@ -239,7 +240,15 @@ void Hca::comp_ack_timeout(QpCtx& c) {
 
 void Hca::comp_rnr_done(QpCtx& c) {
     c.rnr_wait = false;
-    if (c.qp->state() == QpState::rts) schedule(c);
+    if (c.qp->state() == QpState::rts || c.qp->state() == QpState::sqd) schedule(c);
+}
+
+void Hca::check_drained(QpCtx& c) {
+    // SQD: drained once nothing started is unacknowledged; the event is asked for at RTS -> SQD.
+    QpObj& q = *c.qp;
+    if (q.state() != QpState::sqd || c.drained_sent || c.una != c.psn || c.next_off) return;
+    c.drained_sent = true;
+    if (q.attr.en_sqd_async_notify) dev_.raise(EventType::sq_drained, q.qpn);
 }
 
 }  // namespace hcaemu::transport

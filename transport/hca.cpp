@@ -32,8 +32,8 @@ uint32_t ipv4_of(const Gid& g) { return uint32_t(g[12]) << 24 | uint32_t(g[13]) 
 Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg)
     : dev_(dev), port_(port), clock_(clock), cfg_(cfg), timers_(clock) {
     ctx_.resize(size_t(dev.query_device().max_qp) + 2);
-    run_.reserve(1024);
-    acks_.reserve(1024);
+    run_.reserve(ctx_.size());  // every QP at most once: no allocation on the data path
+    acks_.reserve(ctx_.size());
     dev_.set_listener(this);
     dev_.set_link_mtu(port.mtu());
 }
@@ -112,7 +112,6 @@ void Hca::qp_modified(QpObj& qp, QpState from) {
     if (to == QpState::rtr && from == QpState::init) {
         // The connection is known now: the responder's expected PSN, the packet template.
         c.epsn = qp.attr.rq_psn;
-        c.mtu = mtu_bytes(qp.attr.path_mtu);
         c.res.assign(std::max<uint32_t>(qp.attr.max_dest_rd_atomic, 1), RespResource{});
         c.res_next = 0;
         if (qp.type != QpType::ud) headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
@@ -123,7 +122,15 @@ void Hca::qp_modified(QpObj& qp, QpState from) {
         c.retry_left = qp.attr.retry_cnt;
         c.rnr_left = qp.attr.rnr_retry;
     }
-    if (qp.type == QpType::ud) c.mtu = mtu_bytes(qp.attr.path_mtu);
+    // The path MTU, at most the port's active MTU; UD messages use the port's (as rxe does).
+    PortAttr pa;
+    dev_.query_port(1, pa);
+    const uint32_t port_mtu = mtu_bytes(pa.active_mtu);
+    c.mtu = qp.type == QpType::ud ? port_mtu : std::min(mtu_bytes(qp.attr.path_mtu), port_mtu);
+    if (to == QpState::sqd && from == QpState::rts) {
+        c.drained_sent = false;
+        check_drained(c);
+    }
     if (to == QpState::rts && !qp.sq.empty()) schedule(c);  // SQD -> RTS resumes sending
 }
 
@@ -185,7 +192,7 @@ void Hca::retire(QpCtx& c, const Wc& wc) {
         Wc w = wc;
         w.wr_id = c.qp->sq.at(c.qp->sq.head).wr_id;
         w.qp_num = c.qp->qpn;
-        trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, c.qp->qpn, 0, nullptr, 0, pkt::ParseError::ok, &w});
+        trace_wc(c.qp->qpn, w);
     }
     dev_.retire_send(c.qp, wc);
 }
@@ -252,8 +259,10 @@ size_t Hca::poll() {
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked (IBTA 9.7).
     for (uint32_t qpn : acks_) {
         QpCtx* c = ctx(qpn);
-        if (!c || !c->ack_due) continue;
-        if (send_ack(*c, pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), c->ack_psn) == Tx::ok) {
+        if (!c || !c->ack_due || reads_pending(*c)) continue;  // responses leave in PSN order
+        // An ACK carries the receive WQEs posted as credits; with an SRQ there are none to tell.
+        const uint8_t credits = c->qp->srq ? pkt::kAethCreditInvalid : pkt::aeth_credit_code(c->qp->rq.count());
+        if (send_ack(*c, pkt::aeth_syndrome(pkt::AethType::ack, credits), c->ack_psn) == Tx::ok) {
             c->ack_due = false;
             ++moved;
         }
@@ -270,7 +279,7 @@ size_t Hca::poll() {
         if (!c) continue;
         c->scheduled = false;
         const uint64_t before = dev_.counters().get(Counter::sent_pkts);
-        if (!resp_send_reads(*c)) schedule(*c);
+        if (!resp_send_reads(*c, cfg_.tx_budget)) schedule(*c);
         req_run(*c);
         moved += dev_.counters().get(Counter::sent_pkts) - before;
     }

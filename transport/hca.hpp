@@ -82,6 +82,9 @@ public:
     void trace(TraceKind k, uint32_t qpn, uint32_t psn) {
         if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{k, qpn, psn, nullptr, 0, pkt::ParseError::ok, nullptr});
     }
+    void trace_wc(uint32_t qpn, const Wc& wc) {
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, qpn, 0, nullptr, 0, pkt::ParseError::ok, &wc});
+    }
     void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
     void fatal(QpCtx& c, WcStatus status, WcOpcode op);  // error CQE on the head WQE, QP to ERR
     uint64_t now() const { return clock_.now_ns(); }
@@ -96,8 +99,10 @@ public:
     void comp_handle(QpCtx& c, const pkt::Packet& p);
     void comp_ack_timeout(QpCtx& c);
     void comp_rnr_done(QpCtx& c);
+    void check_drained(QpCtx& c);                // SQD: raise SQ_DRAINED once nothing is outstanding
     void resp_handle(QpCtx& c, const pkt::Packet& p);
-    bool resp_send_reads(QpCtx& c);              // false when out of buffers
+    bool resp_send_reads(QpCtx& c, uint32_t budget);  // false when stopped by budget or buffers
+    bool reads_pending(const QpCtx& c) const;
 
 private:
     QpCtx* ctx(uint32_t qpn) const { return qpn < ctx_.size() ? ctx_[qpn].get() : nullptr; }

@@ -54,6 +54,7 @@ struct QpCtx {
     uint32_t rd_atomic_out = 0; // READ and atomic WQEs sent and not retired (<= max_rd_atomic)
     uint32_t since_ackreq = 0;  // packets since one asked for an ACK
     bool scheduled = false;     // on the Hca's run list
+    bool drained_sent = false;  // SQD: the drain was reported
 
     // ---- completer (completer.cpp)
     uint32_t retry_left = 0;    // retry_cnt left for this run of timeouts

@@ -81,7 +81,9 @@ void Hca::req_restart(QpCtx& c, uint32_t psn) {
 
 void Hca::req_run(QpCtx& c) {
     QpObj& q = *c.qp;
-    if (q.state() != QpState::rts || c.rnr_wait) return;  // SQD: no new WQE starts (IBTA ch. 10)
+    // SQD drains: the message in progress and retransmissions go on, no new WQE starts (IBTA ch. 10).
+    const bool draining = q.state() == QpState::sqd;
+    if ((q.state() != QpState::rts && !draining) || c.rnr_wait) return;
     const bool rc = q.type == QpType::rc;
     uint32_t budget = cfg_.tx_budget;
     while (c.next_wqe < q.sq.tail) {
@@ -94,6 +96,7 @@ void Hca::req_run(QpCtx& c) {
         SendWqe& w = q.sq.at(n);
         WqeTrack& t = c.track[n % q.sq.cap()];
         const bool rd = is_rd_atomic(w.opcode);
+        if (!t.started && draining) break;
         if (!t.started) {
             // Initiator depth: at most max_rd_atomic READ/atomic requests outstanding (IBTA 9.7);
             // a fenced WQE waits for every earlier one of them.

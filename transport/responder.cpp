@@ -49,7 +49,8 @@ void complete_recv(Hca& hca, QpCtx& c, WcStatus st, WcOpcode op, uint32_t byte_l
     c.have_wqe = false;
     if (st != WcStatus::success) hca.counters().add(Counter::resp_cqe_error);
     hca.counters().add(Counter::rdma_recvs);
-    if (hca.device().complete(c.qp->recv_cq, wc, solicited)) hca.trace(TraceKind::cqe, c.qp->qpn, 0);
+    hca.trace_wc(c.qp->qpn, wc);
+    hca.device().complete(c.qp->recv_cq, wc, solicited);
 }
 
 }  // namespace
@@ -101,8 +102,8 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
         wc.sgid = source_gid(p.h);
         c.have_wqe = false;
         counters().add(Counter::rdma_recvs);
+        trace_wc(q.qpn, wc);
         dev_.complete(q.recv_cq, wc, p.h.bth.se);
-        trace(TraceKind::cqe, q.qpn, psn);
         return;
     }
 
@@ -128,16 +129,22 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             c.uc_dropping = false;
         }
     } else {
+        // Responses leave in PSN order. While READ responses wait for buffers, a new request
+        // that needs a response is dropped unseen (as by a full receive queue): the requester's
+        // retransmission brings it back.
+        if (reads_pending(c)) {
+            counters().add(Counter::rx_drop_no_qp);
+            return;
+        }
         // ---- RC: the PSN decides (IBTA 9.7).
         switch (classify_psn(psn, c.epsn)) {
         case PsnClass::out_of_sequence:
             // Packets were lost: one NAK per sequence error, then silence until epsn comes.
             counters().add(Counter::out_of_sequence);
             trace(TraceKind::out_of_sequence, q.qpn, psn);
-            if (!c.nak_sent) {
+            if (!c.nak_sent && send_ack(c, nak(pkt::NakCode::psn_seq_error), c.epsn) == Tx::ok) {
                 c.nak_sent = true;
                 c.ack_due = false;  // the NAK acknowledges everything before epsn
-                send_ack(c, nak(pkt::NakCode::psn_seq_error), c.epsn);
                 trace(TraceKind::nak_sent, q.qpn, c.epsn);
             }
             return;
@@ -163,7 +170,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                         r.next_psn = psn;
                         r.next_off = uint32_t(d) * c.mtu;
                         r.sending = true;
-                        schedule(c);
+                        if (!resp_send_reads(c, UINT32_MAX)) schedule(c);
                     }
                     return;
                 }
@@ -285,10 +292,12 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                     counters().add(Counter::send_rnr_err);
                     send_ack(c, pkt::aeth_syndrome(pkt::AethType::rnr_nak, q.attr.min_rnr_timer), psn);
                     trace(TraceKind::rnr_nak_sent, q.qpn, psn);
+                    if (!oi.is_first()) c.in_msg = QpCtx::InMsg::write;  // the retry continues it
                 } else {
+                    c.in_msg = QpCtx::InMsg::none;  // UC: this message is lost, the next one starts afresh
                     c.uc_dropping = true;
+                    counters().add(Counter::uc_dropped_messages);
                 }
-                if (!oi.is_first()) c.in_msg = QpCtx::InMsg::write;
                 return;
             }
             c.have_wqe = true;
@@ -369,7 +378,8 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
         counters().add(Counter::rx_read_requests);
         r.next_psn = psn;
         r.sending = true;
-        schedule(c);
+        // Sent now, in order with every other response, as far as buffers allow.
+        if (!resp_send_reads(c, UINT32_MAX)) schedule(c);
         return;
     }
     default:
@@ -379,10 +389,15 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
     }
 }
 
-bool Hca::resp_send_reads(QpCtx& c) {
+bool Hca::reads_pending(const QpCtx& c) const {
+    for (const RespResource& r : c.res)
+        if (r.sending) return true;
+    return false;
+}
+
+bool Hca::resp_send_reads(QpCtx& c, uint32_t budget) {
     QpObj& q = *c.qp;
     if (q.type != QpType::rc || q.state() == QpState::err) return true;
-    uint32_t budget = cfg_.tx_budget;
     // Oldest request first: the resource after the newest in the ring.
     for (size_t k = 0; k < c.res.size(); ++k) {
         RespResource& r = c.res[(c.res_next + k) % c.res.size()];
