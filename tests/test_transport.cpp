@@ -751,3 +751,76 @@ TEST_CASE("a path MTU above the port's active MTU is clamped to it", "[transport
     CHECK(b.count(0, write_middle) == 3);  // 5 packets of at most 1024 bytes
     CHECK(b.p.wire.stats(0).too_big == 0);
 }
+
+TEST_CASE("seed sweep: every RC operation interleaved in one send queue, 40 seeds x 3 fault mixes", "[transport][rc][faults]") {
+    const WrOpcode ops[] = {WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm,
+                            WrOpcode::rdma_read, WrOpcode::atomic_fetch_and_add, WrOpcode::atomic_cmp_and_swp};
+    const uint32_t sizes[] = {0, 1, 1023, 1024, 1025, 3000};
+    for (int mix = 0; mix < 3; ++mix)
+        for (uint64_t seed = 1; seed <= 40; ++seed) {
+            SimConfig c = rc_config();
+            c.wire.seed = seed * 104729 + uint64_t(mix);
+            port::FaultConfig f;
+            if (mix == 0) f.loss = 0.2;
+            if (mix == 1) f.loss = f.duplicate = f.reorder = f.corrupt = 0.05;
+            if (mix == 2) f.reorder = f.duplicate = 0.2;
+            f.reorder_ns = 5000;
+            c.wire.faults[0] = c.wire.faults[1] = f;
+            c.max_rd_atomic = uint8_t(1 + seed % 4);
+            Bench b(c);
+            INFO("mix " << mix << " seed " << seed);
+            std::mt19937 rng{uint32_t(seed)};
+            const int k = 24;
+            std::vector<WrOpcode> op(k);
+            std::vector<uint32_t> len(k);
+            b.fill(0, 0, 200000, uint32_t(seed));
+            b.fill(1, 0, 200000, uint32_t(seed) + 1);
+            const std::vector<uint8_t> b0 = b.p.side[1].mem;  // B before
+            size_t recvs = 0;
+            for (int i = 0; i < k; ++i) {
+                op[size_t(i)] = ops[rng() % 7];
+                const bool at = op[size_t(i)] == WrOpcode::atomic_fetch_and_add || op[size_t(i)] == WrOpcode::atomic_cmp_and_swp;
+                len[size_t(i)] = at ? 8 : sizes[rng() % 6];
+                const uint64_t off = uint64_t(i) * 4096;
+                if (op[size_t(i)] == WrOpcode::send || op[size_t(i)] == WrOpcode::send_with_imm ||
+                    op[size_t(i)] == WrOpcode::rdma_write_with_imm)
+                    REQUIRE(b.post_recv(1, 100000 + uint64_t(recvs++) * 4096, 4096, uint64_t(i)) == Status::ok);
+                uint64_t word;
+                std::memcpy(&word, b0.data() + off, 8);
+                REQUIRE(b.post(0, op[size_t(i)], off, len[size_t(i)], off, uint64_t(i), send_flag::signaled,
+                               op[size_t(i)] == WrOpcode::atomic_cmp_and_swp ? word : 3, ~word) == Status::ok);
+            }
+            REQUIRE(b.wait_cqes(size_t(k), recvs));
+            b.p.run_until([] { return false; }, 100'000'000);
+            b.poll_cqs();
+            REQUIRE(b.cqes[0].size() == size_t(k));
+            REQUIRE(b.cqes[1].size() == recvs);
+            size_t r = 0;
+            for (int i = 0; i < k; ++i) {
+                const WrOpcode o = op[size_t(i)];
+                const uint64_t off = uint64_t(i) * 4096;
+                CHECK(b.cqes[0][size_t(i)].wr_id == uint64_t(i));
+                CHECK(b.cqes[0][size_t(i)].status == WcStatus::success);
+                if (o == WrOpcode::rdma_read) {
+                    CHECK(std::memcmp(b.mem(0) + off, b0.data() + off, len[size_t(i)]) == 0);
+                } else if (o == WrOpcode::rdma_write || o == WrOpcode::rdma_write_with_imm) {
+                    CHECK(std::memcmp(b.mem(1) + off, b.mem(0) + off, len[size_t(i)]) == 0);
+                } else if (o == WrOpcode::atomic_fetch_and_add || o == WrOpcode::atomic_cmp_and_swp) {
+                    uint64_t before, now, back;
+                    std::memcpy(&before, b0.data() + off, 8);
+                    std::memcpy(&now, b.mem(1) + off, 8);
+                    std::memcpy(&back, b.mem(0) + off, 8);
+                    CHECK(back == before);
+                    CHECK(now == (o == WrOpcode::atomic_fetch_and_add ? before + 3 : ~before));  // exactly once
+                }
+                if (o == WrOpcode::send || o == WrOpcode::send_with_imm || o == WrOpcode::rdma_write_with_imm) {
+                    const Wc& w = b.cqes[1][r];
+                    CHECK(w.wr_id == uint64_t(i));
+                    CHECK(w.byte_len == len[size_t(i)]);
+                    if (o != WrOpcode::rdma_write_with_imm)
+                        CHECK(std::memcmp(b.mem(1) + 100000 + r * 4096, b.mem(0) + off, len[size_t(i)]) == 0);
+                    ++r;
+                }
+            }
+        }
+}
