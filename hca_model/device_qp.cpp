@@ -9,18 +9,6 @@ namespace hcaemu {
 
 namespace {
 
-WcOpcode wc_opcode_for(WrOpcode op) {
-    switch (op) {
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
-    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
-    case WrOpcode::local_inv: return WcOpcode::local_inv;
-    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
-    default: return WcOpcode::send;
-    }
-}
 
 // Which work requests each transport carries (IBTA 9.4: the operations each service supports).
 bool opcode_allowed(QpType t, WrOpcode op) {
@@ -300,8 +288,8 @@ Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max
 
 Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
     if (!opcode_allowed(q.type, wr.opcode)) return Status::opcode_not_allowed;
-    const bool is_atomic = wr.opcode == WrOpcode::atomic_cmp_and_swp || wr.opcode == WrOpcode::atomic_fetch_and_add;
-    if (is_atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
+    const bool atomic = is_atomic(wr.opcode);
+    if (atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
     if (wr.num_sge < 0 || uint32_t(wr.num_sge) > q.attr.cap.max_send_sge) return Status::too_many_sge;
     if (wr.num_sge > 0 && !wr.sg_list) return Status::invalid_argument;
     uint64_t len = 0;
@@ -309,15 +297,15 @@ Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
     if (len > port_.max_msg_sz) return Status::invalid_argument;
     if (wr.send_flags & send_flag::inline_) {
         // Inline data is copied from process memory at post time; lkeys are not used (verbs).
-        if (wr.opcode == WrOpcode::rdma_read || is_atomic) return Status::invalid_argument;
+        if (wr.opcode == WrOpcode::rdma_read || atomic) return Status::invalid_argument;
         if (len > q.attr.cap.max_inline_data) return Status::inline_too_large;
     } else {
         // READ and atomic responses are written into the local SGEs: local write needed.
-        const bool write = wr.opcode == WrOpcode::rdma_read || is_atomic;
+        const bool write = is_rd_atomic(wr.opcode);
         if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write); s != Status::ok)
             return s;
     }
-    if (is_atomic) {
+    if (atomic) {
         if (len != 8) return Status::invalid_argument;  // one 8-byte result (IBTA 9.4: atomic operations)
         if (wr.atomic.remote_addr & 7) return Status::misaligned;
     }
@@ -349,7 +337,7 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
         w.signaled = q->sq_sig_all || (wr->send_flags & send_flag::signaled);
         w.is_inline = wr->send_flags & send_flag::inline_;
         w.imm_data = wr->opcode == WrOpcode::send_with_inv ? wr->invalidate_rkey : wr->imm_data;
-        const bool atomic = wr->opcode == WrOpcode::atomic_cmp_and_swp || wr->opcode == WrOpcode::atomic_fetch_and_add;
+        const bool atomic = is_atomic(wr->opcode);
         w.remote_addr = atomic ? wr->atomic.remote_addr : wr->rdma.remote_addr;
         w.rkey = atomic ? wr->atomic.rkey : wr->rdma.rkey;
         w.compare_add = wr->atomic.compare_add;

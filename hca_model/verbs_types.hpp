@@ -76,6 +76,24 @@ enum class WrOpcode : uint8_t {
 };
 const char* name(WrOpcode o);
 
+constexpr bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
+// READ and atomics: the requests that wait for response data and count against max_rd_atomic.
+constexpr bool is_rd_atomic(WrOpcode op) { return op == WrOpcode::rdma_read || is_atomic(op); }
+
+// The completion opcode of a send work request.
+constexpr WcOpcode wc_opcode_for(WrOpcode op) {
+    switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    default: return WcOpcode::send;
+    }
+}
+
 // enum ibv_send_flags
 namespace send_flag {
 constexpr uint32_t fence = 1u << 0, signaled = 1u << 1, solicited = 1u << 2, inline_ = 1u << 3;

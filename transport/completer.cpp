@@ -11,23 +11,6 @@ namespace hcaemu::transport {
 
 namespace {
 
-bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
-
-WcOpcode wc_opcode(WrOpcode op) {
-    switch (op) {
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
-    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
-    default: return WcOpcode::send;
-    }
-}
-
-}  // namespace
-
-namespace {
-
 // Progress was made: the retry counters start over and the ACK timer restarts or stops.
 void progress(Hca& hca, QpCtx& c) {
     // Until the first response to a restart arrives, responses from before it may still be on
@@ -64,7 +47,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
             return false;
         }
         Wc wc;
-        wc.opcode = wc_opcode(w.opcode);
+        wc.opcode = wc_opcode_for(w.opcode);
         wc.byte_len = w.length;
         t.started = false;
         hca.retire(c, wc);
@@ -106,7 +89,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
             counters().add(Counter::rnr_nak_retry_err);
             if (c.rnr_left == 0) {
                 counters().add(Counter::retry_rnr_exceeded_err);
-                fatal(c, WcStatus::rnr_retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+                fatal(c, WcStatus::rnr_retry_exc_err, wc_opcode_for(q.sq.at(q.sq.head).opcode));
                 return;
             }
             if (c.rnr_left != 7) --c.rnr_left;  // 7 means retry for ever (IBTA 9.7)
@@ -127,7 +110,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
                 counters().add(Counter::packet_seq_err);
                 if (c.retry_left == 0) {
                     counters().add(Counter::retry_exceeded_err);
-                    fatal(c, WcStatus::retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+                    fatal(c, WcStatus::retry_exc_err, wc_opcode_for(q.sq.at(q.sq.head).opcode));
                     return;
                 }
                 --c.retry_left;
@@ -142,7 +125,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
                 st = WcStatus::rem_access_err;
                 counters().add(Counter::req_remote_access_errors);
             }
-            fatal(c, st, wc_opcode(q.sq.at(q.sq.head).opcode));
+            fatal(c, st, wc_opcode_for(q.sq.at(q.sq.head).opcode));
             return;
         }
         default: return;  // reserved syndrome: ignored
@@ -157,19 +140,19 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
     const uint64_t n = q.sq.head;
     if (oi.kind == pkt::Kind::atomic_ack) {
         if (!is_atomic(w.opcode) || psn != t.first_psn) {
-            fatal(c, WcStatus::bad_resp_err, wc_opcode(w.opcode));
+            fatal(c, WcStatus::bad_resp_err, wc_opcode_for(w.opcode));
             return;
         }
         uint8_t orig[8];
         std::memcpy(orig, &p.h.atomic_ack.orig, 8);  // host order, as the responder read it
         if (dev_.dma().scatter(q.pd, q.send_sges(n), w.num_sge, 0, orig) != MrError::ok) {
-            fatal(c, WcStatus::loc_prot_err, wc_opcode(w.opcode));
+            fatal(c, WcStatus::loc_prot_err, wc_opcode_for(w.opcode));
             return;
         }
         --c.rd_atomic_out;
         c.una = psn_next(psn);
         Wc wc;
-        wc.opcode = wc_opcode(w.opcode);
+        wc.opcode = wc_opcode_for(w.opcode);
         wc.byte_len = 8;
         t.started = false;
         retire(c, wc);
@@ -177,7 +160,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         return;
     }
     if (oi.kind != pkt::Kind::rdma_read_response || w.opcode != WrOpcode::rdma_read) {
-        fatal(c, WcStatus::bad_resp_err, wc_opcode(w.opcode));
+        fatal(c, WcStatus::bad_resp_err, wc_opcode_for(w.opcode));
         return;
     }
     // The next READ response must be exactly the next PSN of this READ (IBTA 9.7).
@@ -230,7 +213,7 @@ void Hca::comp_ack_timeout(QpCtx& c) {
     trace(TraceKind::ack_timeout, q.qpn, c.una);
     if (c.retry_left == 0) {
         counters().add(Counter::retry_exceeded_err);
-        fatal(c, WcStatus::retry_exc_err, wc_opcode(q.sq.at(q.sq.head).opcode));
+        fatal(c, WcStatus::retry_exc_err, wc_opcode_for(q.sq.at(q.sq.head).opcode));
         return;
     }
     --c.retry_left;

@@ -10,12 +10,6 @@ namespace hcaemu::transport {
 
 namespace {
 
-bool is_rd_atomic(WrOpcode op) {
-    return op == WrOpcode::rdma_read || op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
-}
-
-bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
-
 uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
 
 // The opcode of a SEND or WRITE packet from its position in the message (IBTA 9.2 table 38).
@@ -39,17 +33,6 @@ uint8_t data_opcode(QpType t, const SendWqe& w, bool first, bool last) {
         if (last) return uint8_t(base | (imm ? send_last_imm : inv ? send_last_inv : send_last));
         return uint8_t(base | send_middle);
     }
-    }
-}
-
-WcOpcode wc_opcode(WrOpcode op) {
-    switch (op) {
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
-    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
-    default: return WcOpcode::send;
     }
 }
 
@@ -165,7 +148,7 @@ void Hca::req_run(QpCtx& c) {
         }
         if (r == Tx::dma_error) {
             // The local SGEs no longer pass the MR check: local protection error (IBTA ch. 10).
-            fatal(c, WcStatus::loc_prot_err, wc_opcode(w.opcode));
+            fatal(c, WcStatus::loc_prot_err, wc_opcode_for(w.opcode));
             return;
         }
         --budget;
@@ -177,7 +160,7 @@ void Hca::req_run(QpCtx& c) {
             if (!rc) {
                 // UC and UD complete when the last packet leaves: nothing will acknowledge it.
                 Wc wc;
-                wc.opcode = wc_opcode(w.opcode);
+                wc.opcode = wc_opcode_for(w.opcode);
                 wc.byte_len = w.length;
                 c.una = c.psn;
                 retire(c, wc);

@@ -383,7 +383,8 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
         return;
     }
     default:
-        // FLUSH and ATOMIC WRITE (IBTA 1.5) are not implemented: answered as invalid requests.
+        // FLUSH and ATOMIC WRITE (IBTA 1.5) are outside this HCA's capabilities (it does not
+        // advertise them): answered as invalid requests, as IBTA 9.7 asks for unsupported opcodes.
         invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
         return;
     }
