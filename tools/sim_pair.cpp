@@ -107,8 +107,12 @@ bool SimPair::run_until(const std::function<bool()>& done, uint64_t max_ns, uint
         // Nothing moved (idle, or waiting for buffers the wire still holds): jump to the next
         // thing that will happen.
         const uint64_t next = std::min({wire.next_delivery_ns(), side[0].hca->next_timer_ns(), side[1].hca->next_timer_ns()});
-        if (next == UINT64_MAX) return done();
-        if (next - start > max_ns) return done();
+        if (next == UINT64_MAX || next - start > max_ns) {
+            // Nothing more will happen by itself; done() may still post work (then go on).
+            if (done()) return true;
+            if (side[0].hca->has_work() || side[1].hca->has_work()) continue;
+            return false;
+        }
         clock.set(std::max(next, clock.now_ns() + 1));
     }
     return done();
