@@ -77,6 +77,8 @@ struct AhObj {
     uint32_t handle = 0;
     PdObj* pd = nullptr;
     AhAttr attr;
+    pkt::Mac dmac{};              // the peer's MAC, resolved once by the transport (as an HCA's AH holds it)
+    bool dmac_valid = false;
     uint32_t users = 0;           // UD WQEs in flight naming it
 };
 

@@ -32,7 +32,8 @@ uint32_t ipv4_of(const Gid& g) { return uint32_t(g[12]) << 24 | uint32_t(g[13]) 
 Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg)
     : dev_(dev), port_(port), clock_(clock), cfg_(cfg), timers_(clock) {
     ctx_.resize(size_t(dev.query_device().max_qp) + 2);
-    run_.reserve(ctx_.size());  // every QP at most once: no allocation on the data path
+    run_.reserve(ctx_.size());  // every QP at most once (the scheduled flag): no allocation on the data path
+    running_.reserve(ctx_.size());
     acks_.reserve(ctx_.size());
     dev_.set_listener(this);
     dev_.set_link_mtu(port.mtu());
@@ -61,12 +62,13 @@ bool Hca::resolve(const Gid& ip, pkt::Mac& mac) const {
     return false;
 }
 
-bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h) const {
+bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) const {
     GidEntry sgid;
     if (dev_.query_gid(1, av.sgid_index, sgid) != Status::ok) return false;
     h = pkt::Headers{};
     h.eth.src = port_.mac();
-    if (!resolve(av.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    if (dmac) h.eth.dst = *dmac;
+    else if (!resolve(av.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
     h.ipv6 = !(ipv4_mapped(sgid.gid) && ipv4_mapped(av.dgid));
     if (h.ipv6) {
@@ -162,6 +164,7 @@ void Hca::qp_destroyed(QpObj& qp) {
         timers_.cancel(c->ack_timer);
         timers_.cancel(c->rnr_timer);
         run_.erase(std::remove(run_.begin(), run_.end(), qp.qpn), run_.end());
+        running_.erase(std::remove(running_.begin(), running_.end(), qp.qpn), running_.end());
         acks_.erase(std::remove(acks_.begin(), acks_.end(), qp.qpn), acks_.end());
         ctx_[qp.qpn].reset();
     }
@@ -244,9 +247,9 @@ size_t Hca::poll() {
     timers_.expire(clock_.now_ns());
 
     // Requesters and READ responders with something due. A QP stays listed while it has more.
-    const size_t nrun = run_.size();
-    for (size_t i = 0; i < nrun; ++i) {
-        QpCtx* c = ctx(run_[i]);
+    running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
+    for (size_t i = 0; i < running_.size(); ++i) {
+        QpCtx* c = ctx(running_[i]);
         if (!c) continue;
         c->scheduled = false;
         const uint64_t before = dev_.counters().get(Counter::sent_pkts);
@@ -254,7 +257,7 @@ size_t Hca::poll() {
         req_run(*c);
         moved += dev_.counters().get(Counter::sent_pkts) - before;
     }
-    run_.erase(run_.begin(), run_.begin() + long(nrun));
+    running_.clear();
     tx_flush();
     return moved;
 }

@@ -91,7 +91,8 @@ public:
     TimerWheel& timers() { return timers_; }
     Counters& counters() { return dev_.counters(); }
     bool resolve(const Gid& ip, pkt::Mac& mac) const;
-    bool headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h) const;
+    bool headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h,
+                     const pkt::Mac* dmac = nullptr) const;
 
     // engines
     void req_run(QpCtx& c);
@@ -117,6 +118,7 @@ private:
     TimerWheel timers_;
     std::vector<std::unique_ptr<QpCtx>> ctx_;  // by QPN
     std::vector<uint32_t> run_;                 // QPNs with something to send
+    std::vector<uint32_t> running_;             // this turn's list, swapped with run_
     std::vector<uint32_t> acks_;                // QPNs with a coalesced ACK due
     std::array<port::Frame, 32> txq_{};
     uint32_t ntx_ = 0;

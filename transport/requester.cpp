@@ -95,7 +95,8 @@ void Hca::req_run(QpCtx& c) {
 
         pkt::Headers h;
         if (q.type == QpType::ud) {
-            if (!w.ah || !headers_for(q, w.ah->attr, w.remote_qpn, h)) {
+            if (w.ah && !w.ah->dmac_valid && resolve(w.ah->attr.dgid, w.ah->dmac)) w.ah->dmac_valid = true;
+            if (!w.ah || !headers_for(q, w.ah->attr, w.remote_qpn, h, w.ah->dmac_valid ? &w.ah->dmac : nullptr)) {
                 fatal(c, WcStatus::loc_qp_op_err, WcOpcode::send);
                 return;
             }
