@@ -15,6 +15,7 @@ struct Frame {
     uint32_t len = 0;
     uint32_t cap = 0;
     uint32_t slot = 0;
+    void* handle = nullptr;  // the port's own buffer object (a DPDK rte_mbuf)
 };
 
 struct PortStats {

@@ -52,9 +52,7 @@ SimPair::SimPair(const SimConfig& c) : clock(1'000'000'000), wire(c.wire, clock)
 
 SimPair::~SimPair() = default;
 
-void SimPair::connect(int i) {
-    Side& s = side[i];
-    const Side& peer = side[1 - i];
+bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn) {
     const QpType t = cfg.type;
     QpAttr a;
     a.qp_state = QpState::init;
@@ -63,30 +61,34 @@ void SimPair::connect(int i) {
     a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
     uint32_t m = qp_attr::state | qp_attr::pkey_index | qp_attr::port;
     m |= t == QpType::ud ? qp_attr::qkey : qp_attr::access_flags;
-    s.qp.modify(a, m);
+    if (!qp.modify(a, m).ok()) return false;
     a.qp_state = QpState::rtr;
     a.path_mtu = cfg.mtu;
-    a.dest_qp_num = peer.qp.qpn();
-    a.rq_psn = cfg.sq_psn[1 - i];
+    a.dest_qp_num = peer_qpn;
+    a.rq_psn = rq_psn;
     a.max_dest_rd_atomic = cfg.max_rd_atomic;
     a.min_rnr_timer = cfg.min_rnr_timer;
-    a.ah_attr.dgid = peer.gid;
+    a.ah_attr.dgid = peer_gid;
     a.ah_attr.sgid_index = 1;
     m = qp_attr::state;
     if (t == QpType::rc)
         m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn | qp_attr::max_dest_rd_atomic |
              qp_attr::min_rnr_timer;
     if (t == QpType::uc) m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn;
-    s.qp.modify(a, m);
+    if (!qp.modify(a, m).ok()) return false;
     a.qp_state = QpState::rts;
-    a.sq_psn = cfg.sq_psn[i];
+    a.sq_psn = sq_psn;
     a.timeout = cfg.timeout;
     a.retry_cnt = cfg.retry_cnt;
     a.rnr_retry = cfg.rnr_retry;
     a.max_rd_atomic = cfg.max_rd_atomic;
     m = qp_attr::state | qp_attr::sq_psn;
     if (t == QpType::rc) m |= qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry | qp_attr::max_qp_rd_atomic;
-    s.qp.modify(a, m);
+    return qp.modify(a, m).ok();
+}
+
+void SimPair::connect(int i) {
+    connect_qp(side[i].qp, cfg, side[1 - i].qp.qpn(), side[1 - i].gid, cfg.sq_psn[i], cfg.sq_psn[1 - i]);
 }
 
 void SimPair::reconnect() {

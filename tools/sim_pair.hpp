@@ -30,6 +30,11 @@ struct SimConfig {
     transport::HcaConfig hca;
 };
 
+// Moves `qp` from RESET through INIT, RTR and RTS to talk to `peer_qpn` at `peer_gid` (GID index 1
+// on this side), with the attributes of `cfg`; its send PSN is `sq_psn`, the peer's `rq_psn`.
+// False if a transition was refused.
+bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn);
+
 class SimPair {
 public:
     struct Side {
