@@ -41,7 +41,7 @@ namespace hcaemu {
     X(rp_cnp_handled)             /* mlx5: CNPs received */                                      \
     X(cq_overflow)                /* CQ overflows (IBV_EVENT_CQ_ERR raised) */                   \
     X(rx_drop_no_qp)              /* DestQP is no QP of this device, or not in a receiving state */ \
-    X(qkey_violations)            /* UD: DETH Q_Key is not the QP's Q_Key (IBTA 10.2.5) */          \
+    X(qkey_violations)            /* UD: DETH Q_Key is not the QP's Q_Key (IBTA ch. 10)   */          \
     X(resp_invalid_request)       /* invalid request NAKs sent (opcode sequence, length) */         \
     X(uc_dropped_messages)        /* UC: messages dropped after a lost packet */                    \
     X(rdma_sends)                 /* rxe */                                                      \

@@ -67,7 +67,7 @@ void Device::rebuild_gids() {
     const auto& m = port_cfg_.mac;
     gids_.push_back({{0xfe, 0x80, 0, 0, 0, 0, 0, 0, uint8_t(m[0] ^ 0x02), m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]}});
     for (uint32_t a : port_cfg_.ipv4)  // IPv4-mapped GIDs ::ffff:a.b.c.d (IBTA Annex A17)
-        if (a) gids_.push_back({{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, uint8_t(a >> 24), uint8_t(a >> 16), uint8_t(a >> 8), uint8_t(a)}});
+        if (a) gids_.push_back({pkt::ipv4_mapped_gid(a)});
     for (const Gid& g : port_cfg_.ipv6)
         if (g != Gid{}) gids_.push_back({g});
     port_.gid_tbl_len = int(gids_.size());

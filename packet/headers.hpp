@@ -116,7 +116,7 @@ struct Aeth {
 };
 constexpr uint8_t aeth_syndrome(AethType t, uint8_t value) { return uint8_t((uint8_t(t) << 5) | (value & 0x1F)); }
 
-// End-to-end credits in an ACK's AETH (IBTA 9.7.7.2): a 5-bit code for the receive WQEs the
+// End-to-end credits in an ACK's AETH (IBTA 9.7, end-to-end credits): a 5-bit code for the receive WQEs the
 // responder has posted, on a roughly logarithmic scale; 31 means "no credit information".
 inline constexpr uint32_t kAethCredits[31] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256,
                                               384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
@@ -177,6 +177,19 @@ struct Headers {
     std::array<uint8_t, kCnpLen> cnp_reserved{};
     bool operator==(const Headers&) const = default;
 };
+
+// RoCE v2 GIDs of IPv4 addresses are IPv4-mapped IPv6 addresses, ::ffff:a.b.c.d (IBTA Annex A17).
+constexpr Ip6 ipv4_mapped_gid(uint32_t a) {
+    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, uint8_t(a >> 24), uint8_t(a >> 16), uint8_t(a >> 8), uint8_t(a)};
+}
+constexpr bool is_ipv4_mapped(const Ip6& g) {
+    for (int i = 0; i < 10; ++i)
+        if (g[size_t(i)]) return false;
+    return g[10] == 0xff && g[11] == 0xff;
+}
+constexpr uint32_t ipv4_of_mapped(const Ip6& g) {
+    return uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15];
+}
 
 // UDP source port of a QP's traffic, as Linux chooses it: the port spreads QPs over ECMP paths and
 // stays fixed per connection. At creation: 0xC000 | a 14-bit multiplicative hash of the QPN

@@ -81,41 +81,12 @@ TEST_CASE("two HCAs over the DPDK ring pair: RC WRITE, READ, SEND and atomics, b
     RingPair rp("t3");
     port::SteadyClock clock;
     tools::SimConfig cfg;
-    const uint32_t ip[2] = {0xC6120001, 0xC6120002};
     port::DpdkPort* ports[2] = {rp.a.get(), rp.b.get()};
-    struct Side {
-        std::unique_ptr<Device> dev;
-        std::unique_ptr<transport::Hca> hca;
-        Pd pd;
-        std::vector<uint8_t> mem;
-        Mr mr;
-        Cq cq;
-        Qp qp;
-        Gid gid{};
-    } s[2];
-    for (int i = 0; i < 2; ++i) {
-        PortConfig pc;
-        pc.mac = ports[i]->mac();
-        pc.ipv4[0] = ip[i];
-        s[i].dev = std::make_unique<Device>(DeviceAttr{}, pc);
-        s[i].hca = std::make_unique<transport::Hca>(*s[i].dev, *ports[i], clock);
-        GidEntry g;
-        REQUIRE(s[i].dev->query_gid(1, 1, g) == Status::ok);
-        s[i].gid = g.gid;
-        s[i].pd = std::move(s[i].dev->alloc_pd().value);
-        s[i].mem.assign(1 << 20, 0);
-        s[i].mr = std::move(s[i].dev->reg_mr(s[i].pd, s[i].mem.data(), s[i].mem.size(),
-                                             access::local_write | access::remote_write | access::remote_read | access::remote_atomic).value);
-        s[i].cq = std::move(s[i].dev->create_cq(256).value);
-        QpInitAttr ia;
-        ia.send_cq = ia.recv_cq = &s[i].cq;
-        ia.cap = {64, 64, 1, 1, 0};
-        s[i].qp = std::move(s[i].dev->create_qp(s[i].pd, ia).value);
-    }
-    for (int i = 0; i < 2; ++i) {
-        s[i].hca->set_neighbor(s[1 - i].gid, ports[1 - i]->mac());
+    cfg.mem_bytes = 1 << 20;
+    tools::SimPair::Side s[2];
+    for (int i = 0; i < 2; ++i) tools::SimPair::build_side(s[i], *ports[i], clock, cfg, i, ports[1 - i]->mac());
+    for (int i = 0; i < 2; ++i)
         REQUIRE(tools::connect_qp(s[i].qp, cfg, s[1 - i].qp.qpn(), s[1 - i].gid, 100 + uint32_t(i), 101 - uint32_t(i)));
-    }
     std::mt19937 rng(5);
     for (size_t k = 0; k < 300000; ++k) s[0].mem[k] = uint8_t(rng());
     for (size_t k = 0; k < 300000; ++k) s[1].mem[500000 + k] = uint8_t(rng());

@@ -377,7 +377,7 @@ int cmd_sim(int argc, char** argv) {
             }
             if (delivered[i]++) {
                 if (c.type == QpType::uc) failf("B: operation " + std::to_string(i) + " delivered twice on UC");
-                continue;  // UD has no duplicate detection (IBTA 9.8): the first copy is checked
+                continue;  // UD has no duplicate detection (IBTA ch. 9, UD): the first copy is checked
             }
             landed_in[i] = uint32_t(w.wr_id);
         }

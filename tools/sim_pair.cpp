@@ -8,37 +8,34 @@ namespace {
 
 constexpr uint32_t kIp[2] = {0xC6120001, 0xC6120002};  // 198.18.0.1, 198.18.0.2
 
-Gid mapped(uint32_t a) {
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, uint8_t(a >> 24), uint8_t(a >> 16), uint8_t(a >> 8), uint8_t(a)};
-}
-
 }  // namespace
 
+void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, const SimConfig& c, int index,
+                         const pkt::Mac& peer_mac) {
+    PortConfig pc;
+    pc.mac = port.mac();
+    pc.ipv4[0] = kIp[index];
+    pc.link_mtu = port.mtu();
+    s.dev = std::make_unique<Device>(DeviceAttr{}, pc);
+    s.hca = std::make_unique<transport::Hca>(*s.dev, port, clock, c.hca);
+    s.hca->set_neighbor(pkt::ipv4_mapped_gid(kIp[1 - index]), peer_mac);
+    s.gid = pkt::ipv4_mapped_gid(kIp[index]);
+    s.pd = std::move(s.dev->alloc_pd().value);
+    s.mem.assign(c.mem_bytes, 0);
+    s.mr = std::move(s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(),
+                                   access::local_write | access::remote_write | access::remote_read | access::remote_atomic)
+                         .value);
+    s.cq = std::move(s.dev->create_cq(int(std::min<uint32_t>(c.sq_depth + c.rq_depth + 16, 32767))).value);
+    QpInitAttr ia;
+    ia.send_cq = &s.cq;
+    ia.recv_cq = &s.cq;
+    ia.qp_type = c.type;
+    ia.cap = {c.sq_depth, c.rq_depth, 4, 4, 64};
+    s.qp = std::move(s.dev->create_qp(s.pd, ia).value);
+}
+
 SimPair::SimPair(const SimConfig& c) : clock(1'000'000'000), wire(c.wire, clock), cfg(c) {
-    for (int i = 0; i < 2; ++i) {
-        Side& s = side[i];
-        PortConfig pc;
-        pc.mac = c.wire.mac[i];
-        pc.ipv4[0] = kIp[i];
-        pc.link_mtu = c.wire.mtu;
-        DeviceAttr da;
-        s.dev = std::make_unique<Device>(da, pc);
-        s.hca = std::make_unique<transport::Hca>(*s.dev, wire.end(i), clock, c.hca);
-        s.hca->set_neighbor(mapped(kIp[1 - i]), c.wire.mac[1 - i]);
-        s.gid = mapped(kIp[i]);
-        s.pd = std::move(s.dev->alloc_pd().value);
-        s.mem.assign(c.mem_bytes, 0);
-        s.mr = std::move(s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(),
-                                       access::local_write | access::remote_write | access::remote_read |
-                                           access::remote_atomic).value);
-        s.cq = std::move(s.dev->create_cq(int(std::min<uint32_t>(c.sq_depth + c.rq_depth + 16, 32767))).value);
-        QpInitAttr ia;
-        ia.send_cq = &s.cq;
-        ia.recv_cq = &s.cq;
-        ia.qp_type = c.type;
-        ia.cap = {c.sq_depth, c.rq_depth, 4, 4, 64};
-        s.qp = std::move(s.dev->create_qp(s.pd, ia).value);
-    }
+    for (int i = 0; i < 2; ++i) build_side(side[i], wire.end(i), clock, c, i, c.wire.mac[1 - i]);
     for (int i = 0; i < 2; ++i) {
         if (c.type == QpType::ud) {
             AhAttr aa;

@@ -50,6 +50,10 @@ public:
     };
 
     explicit SimPair(const SimConfig& cfg);
+    // One side on any port and clock (198.18.0.1 for index 0, .2 for 1): device, engine loop, PD,
+    // a registered buffer of cfg.mem_bytes, a CQ and a QP in RESET. The DPDK test uses it too.
+    static void build_side(Side& s, port::Port& port, const port::Clock& clock, const SimConfig& cfg, int index,
+                           const pkt::Mac& peer_mac);
     ~SimPair();
 
     // Polls both sides, jumping virtual time to the next delivery or timer when both are idle,

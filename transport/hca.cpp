@@ -20,13 +20,6 @@ void on_rnr_timer(Timer* t, void* ctx) {
     c->hca->comp_rnr_done(*c);
 }
 
-bool ipv4_mapped(const Gid& g) {
-    static constexpr uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::equal(prefix, prefix + 12, g.begin());
-}
-
-uint32_t ipv4_of(const Gid& g) { return uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15]; }
-
 }  // namespace
 
 Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg)
@@ -70,7 +63,7 @@ bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt:
     if (dmac) h.eth.dst = *dmac;
     else if (!resolve(av.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
-    h.ipv6 = !(ipv4_mapped(sgid.gid) && ipv4_mapped(av.dgid));
+    h.ipv6 = !(pkt::is_ipv4_mapped(sgid.gid) && pkt::is_ipv4_mapped(av.dgid));
     if (h.ipv6) {
         h.eth.ethertype = pkt::kEthTypeIpv6;
         h.ip6.src = sgid.gid;
@@ -80,8 +73,8 @@ bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt:
         h.ip6.hop_limit = av.hop_limit;
     } else {
         h.eth.ethertype = pkt::kEthTypeIpv4;
-        h.ip4.src = ipv4_of(sgid.gid);
-        h.ip4.dst = ipv4_of(av.dgid);
+        h.ip4.src = pkt::ipv4_of_mapped(sgid.gid);
+        h.ip4.dst = pkt::ipv4_of_mapped(av.dgid);
         h.ip4.tos = av.traffic_class;
         h.ip4.ttl = av.hop_limit;
     }

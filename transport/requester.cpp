@@ -100,7 +100,7 @@ void Hca::req_run(QpCtx& c) {
                 fatal(c, WcStatus::loc_qp_op_err, WcOpcode::send);
                 return;
             }
-            // A Q_Key with its high bit set means "use the QP's own" (IBTA 10.2.5).
+            // A Q_Key with its high bit set means "use the QP's own" (IBTA ch. 10, Q_Keys).
             h.deth = {(w.remote_qkey & 0x80000000u) ? q.attr.qkey : w.remote_qkey, 0, q.qpn};
         } else {
             h = c.tmpl;

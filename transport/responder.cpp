@@ -15,11 +15,7 @@ using pkt::Kind;
 
 uint8_t nak(pkt::NakCode code) { return pkt::aeth_syndrome(pkt::AethType::nak, uint8_t(code)); }
 
-Gid source_gid(const pkt::Headers& h) {
-    if (h.ipv6) return h.ip6.src;
-    const uint32_t a = h.ip4.src;
-    return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, uint8_t(a >> 24), uint8_t(a >> 16), uint8_t(a >> 8), uint8_t(a)};
-}
+Gid source_gid(const pkt::Headers& h) { return h.ipv6 ? h.ip6.src : pkt::ipv4_mapped_gid(h.ip4.src); }
 
 }  // namespace
 
@@ -60,9 +56,9 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
     const pkt::OpcodeInfo& oi = *p.op;
     const uint32_t psn = p.h.bth.psn;
 
-    // ---- UD: one packet per message, Q_Key checked, no acknowledgement (IBTA 9.8).
+    // ---- UD: one packet per message, Q_Key checked, no acknowledgement (IBTA ch. 9, UD).
     if (q.type == QpType::ud) {
-        if (p.h.deth.qkey != q.attr.qkey) {  // IBTA 10.2.5: a Q_Key mismatch drops the packet
+        if (p.h.deth.qkey != q.attr.qkey) {  // IBTA ch. 10 (Q_Keys): a mismatch drops the packet
             counters().add(Counter::qkey_violations);
             return;
         }
