@@ -1,5 +1,7 @@
 #include "tools/oob_tcp.hpp"
 
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
 #include <boost/asio.hpp>
 #include <chrono>
 #include <thread>
@@ -20,9 +22,18 @@ namespace {
 // Runs the io_context until `done` or the deadline; on the deadline, cancels `s` and waits for the
 // cancelled handlers. False when the deadline passed first.
 template <class Closable>
-bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms) {
+bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms,
+               const OobConn::Idle& idle = {}) {
     io.restart();
-    io.run_for(std::chrono::milliseconds(timeout_ms));
+    if (idle) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (!done && std::chrono::steady_clock::now() < end) {
+            io.poll();
+            if (!done) idle();
+        }
+    } else {
+        io.run_for(std::chrono::milliseconds(timeout_ms));
+    }
     if (done) return true;
     error_code ignored;
     s.cancel(ignored);
@@ -115,32 +126,33 @@ std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port
     return nullptr;
 }
 
-bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err) {
+bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle) {
     bool done = false;
     error_code rec;
     asio::async_read(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
         rec = e;
         done = true;
     });
-    if (!run_until(impl_->io, impl_->sock, done, timeout_ms)) {
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, idle)) {
         err = "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
         return false;
     }
     if (rec) {
-        err = rec == asio::error::eof ? "the peer closed the connection" : "read: " + rec.message();
+        peer_closed_ = rec == asio::error::eof || rec == asio::error::connection_reset;
+        err = peer_closed_ ? "the peer closed the connection" : "read: " + rec.message();
         return false;
     }
     return true;
 }
 
-bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err) {
+bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle) {
     bool done = false;
     error_code wec;
     asio::async_write(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
         wec = e;
         done = true;
     });
-    if (!run_until(impl_->io, impl_->sock, done, timeout_ms)) {
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, idle)) {
         err = "the peer took nothing for " + std::to_string(timeout_ms / 1000) + " s";
         return false;
     }

@@ -3,6 +3,7 @@
 // Every operation has a deadline, so a silent or vanished peer gives an error, never a hang.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -23,8 +24,13 @@ public:
     OobConn& operator=(const OobConn&) = delete;
 
     // Exactly buf.size() bytes, or false and `err` (closed by the peer, deadline passed).
-    bool read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err);
-    bool write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err);
+    // With `idle`, the socket is polled without blocking and idle() runs between polls: a tool
+    // whose HCA is turned by its own thread keeps it turning while it waits for the peer.
+    using Idle = std::function<void()>;
+    bool read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle = {});
+    bool write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle = {});
+    // True after a read failed because the peer closed the connection.
+    bool peer_closed() const { return peer_closed_; }
     // What the peer's address is, for messages.
     std::string peer() const;
 
@@ -33,6 +39,7 @@ public:
 private:
     explicit OobConn(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
+    bool peer_closed_ = false;
 };
 
 }  // namespace hcaemu::tools
