@@ -144,7 +144,7 @@ def check_errors(hcaemu):
 
     ip = ["--ip", "198.18.0.2/24"]
     bad = [
-        ([], "which test", "no test"),
+        ([], "usage: hcaemu perf TEST", "no test"),
         (["frob_bw"] + ip, "unknown test 'frob_bw'", "an unknown test"),
         (["write_bw", "-s", "0"] + ip, "-s: '0' is not a number in 1..", "size 0"),
         (["write_bw", "-n", "3"] + ip, "-n: '3' is not a number in 5..", "3 iterations"),
