@@ -121,8 +121,13 @@ private:
     bool send_lat(uint64_t size);
     bool read_atomic_lat(uint64_t size);
     bool verify(uint64_t size, uint64_t peer_iters);
-    bool verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last);
+    bool verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base);
     void fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge);
+    // BW tests walk through the cycle buffer as perftest does: message k of a QP goes to offset
+    // (k % slots) * inc at both ends (inc: the size rounded up to the cache line), when a message
+    // is at most half the cycle buffer; else always to offset 0.
+    uint64_t inc(uint64_t size) const { return (size + cache_line_ - 1) / cache_line_ * cache_line_; }
+    uint64_t slots(uint64_t size) const { return size <= cycle_buffer_ / 2 ? cycle_buffer_ / inc(size) : 1; }
 
     const Options& o_;
     Env& env_;
@@ -133,6 +138,7 @@ private:
     Mtu mtu_ = Mtu::mtu1024;
     uint32_t out_reads_ = 1;
     uint32_t cycle_buffer_ = kCycleBuffer;
+    uint32_t cache_line_ = kCacheLine;
     int gid_index_ = 1;
     Gid gid_{};
 
@@ -167,17 +173,16 @@ bool Session::handshake_start() {
         return fail(std::string("the peer speaks perftest version ") + ver + "; hcaemu perf speaks version " +
                     oob::kPerftestVersion + " (Debian 12's perftest 4.5-0.17) only");
     // 2. the system data: both take the larger
-    for (uint32_t* v : {&cycle_buffer_, static_cast<uint32_t*>(nullptr)}) {
-        const uint32_t mine = v ? *v : kCacheLine;
+    for (uint32_t* v : {&cycle_buffer_, &cache_line_}) {
+        const char* what = v == &cycle_buffer_ ? "cycle buffer" : "cache line";
         std::array<uint8_t, oob::kPerftestSysLen> t{};
-        if (!xchg(oob::format_sys(mine), t, v ? "cycle buffer" : "cache line")) return false;
+        if (!xchg(oob::format_sys(*v), t, what)) return false;
         uint32_t theirs = 0;
-        if (!check(oob::parse_sys(t, theirs), v ? "cycle buffer" : "cache line")) return false;
-        if (v && theirs > *v) {
-            if (theirs & (theirs - 1)) return fail("the peer's cycle buffer is not a power of two");
-            *v = theirs;
-        }
+        if (!check(oob::parse_sys(t, theirs), what)) return false;
+        if (theirs & (theirs - 1)) return fail(std::string("the peer's ") + what + " is not a power of two");
+        *v = std::max(*v, theirs);
     }
+    if (cache_line_ > cycle_buffer_) return fail("the cache line is larger than the cycle buffer");
     // 3. the MTU: the smaller
     std::array<uint8_t, oob::kPerftestMtuLen> t{};
     if (!xchg(oob::format_mtu(uint8_t(mtu_)), t, "MTU")) return false;
@@ -401,8 +406,9 @@ void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
     wr.rdma.rkey = theirs_[q].rkey;
     wr.atomic.remote_addr = theirs_[q].vaddr;
     wr.atomic.rkey = theirs_[q].rkey;
-    wr.atomic.compare_add = o_.atomic == AtomicOp::fetch_and_add ? 1 : 0;  // add 1; or compare 0 ...
-    wr.atomic.swap = 1;                                                    // ... and swap in 1
+    // perftest's operands, as the rxe captures show them: add 1; compare 0 and swap in 0
+    wr.atomic.compare_add = o_.atomic == AtomicOp::fetch_and_add ? 1 : 0;
+    wr.atomic.swap = 0;
 }
 
 bool Session::bw_client(uint64_t size, BwReport& rep) {
@@ -418,6 +424,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
     std::vector<Sge> sge(nq_);
     std::vector<uint64_t> posted(nq_, 0);
     for (size_t q = 0; q < nq_; ++q) fill_wr(q, size, wr[q], sge[q]);
+    const uint64_t step = inc(size), nslots = slots(size);
     uint64_t total_posted = 0;
     const uint64_t start = now_ns();
     const uint64_t end = start + uint64_t(o_.duration) * 1'000'000'000ull;
@@ -428,6 +435,11 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
         for (size_t q = 0; posting && q < nq_; ++q) {
             while ((timed || posted[q] < iters) && posted[q] - sent_[q] < o_.tx_depth) {
                 const uint64_t n = posted[q] + 1;
+                if (o_.verb != Verb::send) {  // a SEND's address is local only: it stays
+                    const uint64_t off = (posted[q] % nslots) * step;
+                    sge[q].addr = addr(src(q)) + off;
+                    wr[q].rdma.remote_addr = wr[q].atomic.remote_addr = theirs_[q].vaddr + off;
+                }
                 const bool signaled = n % cq_mod == 0 || (!timed && n == iters);
                 wr[q].send_flags = signaled ? send_flag::signaled : 0;
                 wr[q].wr_id = n << 8 | q;
@@ -571,12 +583,12 @@ bool Session::read_atomic_lat(uint64_t size) {
     return true;
 }
 
-bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last) {
+bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base) {
     for (uint64_t i = 0; i + skip_last < n; ++i)
-        if (p[i] != pattern_byte(i)) {
+        if (p[i] != pattern_byte(base + i)) {
             char b[160];
             std::snprintf(b, sizeof b, "data check: FAILED: byte %llu of QP %zu's buffer is 0x%02x, expected 0x%02x\n",
-                          static_cast<unsigned long long>(i), q, p[i], pattern_byte(i));
+                          static_cast<unsigned long long>(base + i), q, p[i], pattern_byte(base + i));
             out(b);
             return fail("the data that arrived is not what was sent");
         }
@@ -590,9 +602,15 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
             uint64_t v = 0;
             const bool fetch = o_.atomic == AtomicOp::fetch_and_add;
             if (!client_ && o_.kind == Kind::bw) {
-                // the target: FETCH_AND_ADD added 1 per operation; CMP_AND_SWAP swapped 0 for 1 once
-                std::memcpy(&v, dst(q), 8);
-                const uint64_t want = fetch ? peer_iters / nq_ : 1;
+                // the targets, one per slot: FETCH_AND_ADD added 1 per operation; CMP_AND_SWAP
+                // (compare 0, swap 0, as perftest's) leaves them 0
+                const uint64_t per_qp = peer_iters / nq_;
+                for (uint64_t k = 0; k < slots(8); ++k) {
+                    uint64_t x = 0;
+                    std::memcpy(&x, dst(q) + k * inc(8), 8);
+                    v += x;
+                }
+                const uint64_t want = fetch ? per_qp : 0;
                 if (v != want) {
                     out("data check: FAILED: the atomic target holds " + std::to_string(v) + ", expected " +
                         std::to_string(want) + "\n");
@@ -602,7 +620,7 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
             } else if (client_ && o_.kind == Kind::lat) {
                 // the last operation fetched what the ones before it left
                 std::memcpy(&v, src(q), 8);
-                const uint64_t want = fetch ? o_.iters - 1 : 1;
+                const uint64_t want = fetch ? o_.iters - 1 : 0;
                 if (v != want) {
                     out("data check: FAILED: the last fetched value is " + std::to_string(v) + ", expected " +
                         std::to_string(want) + "\n");
@@ -617,7 +635,11 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
         if (o_.verb == Verb::read && client_) sink = src(q);
         if ((o_.verb == Verb::write || o_.verb == Verb::send) && (!client_ || o_.kind == Kind::lat)) sink = dst(q);
         if (!sink) continue;
-        if (!verify_bytes(sink, size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0)) return false;
+        // BW WRITEs and READs walked through the slots: each slot reached holds the pattern
+        const uint64_t reached = o_.kind == Kind::bw && o_.verb != Verb::send ? std::min(slots(size), peer_iters / nq_) : 1;
+        for (uint64_t k = 0; k < reached; ++k)
+            if (!verify_bytes(sink + k * inc(size), size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0, k * inc(size)))
+                return false;
         if (o_.verb == Verb::write && o_.kind == Kind::lat && sink[size - 1] != uint8_t(o_.iters)) {
             out("data check: FAILED: the last byte of the buffer is not the last message's number\n");
             return fail("the last RDMA WRITE did not arrive");

@@ -4,12 +4,15 @@ socket file in a temp dir), the out-of-band exchange over TCP on 127.0.0.1.
 
 For every test (write/read/send/atomic, bw/lat) at a one-packet and a multi-packet size: both exit
 0, both print perftest's tables with the size and iteration count asked for, and --check finds the
-data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits; bad arguments; an
+data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits. The requests our
+client puts on the wire are those rdma_rxe sent under the real perftest in the reference captures
+(opcodes, AckReq, lengths, atomic operands, the walk through the buffer). Bad arguments; an
 unreachable server; a server nobody connects to; a peer speaking another perftest version or not
 perftest at all (a fake peer in this script): each with its message and exit status (cli.hpp:
 1 the job failed, 2 bad arguments).
 """
 import argparse
+import json
 import os
 import re
 import socket
@@ -40,7 +43,7 @@ def results(out):
     return [(int(m.group(1)), int(m.group(2))) for m in (RESULT.match(l) for l in out.splitlines()) if m]
 
 
-def run_pair(hcaemu, test, args, timeout=120):
+def run_pair(hcaemu, test, args, timeout=120, client_pcap=None):
     with tempfile.TemporaryDirectory(prefix="hcaemu-perf-") as tmp:
         sock = os.path.join(tmp, "memif.sock")
         common = f"socket={sock},socket-abstract=no,bsize=10240"
@@ -60,7 +63,7 @@ def run_pair(hcaemu, test, args, timeout=120):
         try:
             cli = subprocess.run(base + ["--ip", "198.18.0.2/24", "--mac", "02:00:00:00:00:02", "--eal",
                                          f"{EAL} -l 1 --file-prefix=pc{tag} --vdev=net_memif0,role=client,{common}",
-                                         "127.0.0.1"], capture_output=True, text=True, timeout=timeout)
+                                         "127.0.0.1"] + (["--pcap", client_pcap] if client_pcap else []), capture_output=True, text=True, timeout=timeout)
             so, se = srv.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             srv.kill()
@@ -197,6 +200,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--only", help="run the pairs of this test only")
+    ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
 
@@ -210,10 +214,52 @@ def main():
             check_pair(hc, test, ["-n", str(iters), "-s", str(size), "--check"], [size], iters)
     if not a.only:
         more(hc)
+        if a.captures:
+            check_wire(hc, a.captures)
     if failures:
         print(f"\n{len(failures)} check(s) failed:\n" + "\n\n".join(failures), file=sys.stderr)
         sys.exit(1)
     print("all perf checks passed")
+
+
+def requests(hcaemu, pcap, src):
+    """The requests `src` sent, per QP in order of appearance: what perftest's traffic looks like
+    on the wire (opcode, AckReq, lengths, atomic operands, the VA relative to the first)."""
+    out = subprocess.run([hcaemu, "dissect", "--json", pcap], capture_output=True, text=True, timeout=60).stdout
+    qps = {}
+    for line in out.splitlines():
+        f = json.loads(line)
+        if f.get("ipv4", {}).get("src") != src or "bth" not in f:
+            continue
+        b = f["bth"]
+        ext = f.get("reth") or f.get("atomic_eth") or {}
+        q = qps.setdefault(b["dest_qp"], {"va0": ext.get("va"), "reqs": []})
+        va = ext.get("va")
+        q["reqs"].append((b["name"], b["ack_req"], f.get("payload_len"), ext.get("dma_len"), ext.get("swap_add"),
+                          ext.get("compare"), None if va is None else va - q["va0"]))
+    return [q["reqs"] for q in qps.values()]
+
+
+def check_wire(hc, captures):
+    """Our client's requests against rdma_rxe's under real perftest, for the runs the captures hold."""
+    runs = [("write_bw.pcap", 0, "write_bw", ["-s", "64"]), ("write_bw.pcap", 1, "write_bw", ["-s", "1024"]),
+            ("write_bw.pcap", 2, "write_bw", ["-s", "4000"]), ("read_bw.pcap", 0, "read_bw", ["-s", "64"]),
+            ("read_bw.pcap", 1, "read_bw", ["-s", "4000"]), ("send_bw.pcap", 0, "send_bw", ["-s", "64"]),
+            ("send_bw.pcap", 1, "send_bw", ["-s", "4000"]),
+            ("atomic_fadd_cswap.pcap", 0, "atomic_bw", ["-A", "FETCH_AND_ADD"]),
+            ("atomic_fadd_cswap.pcap", 1, "atomic_bw", ["-A", "CMP_AND_SWAP"])]
+    with tempfile.TemporaryDirectory(prefix="hcaemu-perf-pcap-") as tmp:
+        for pcap, idx, test, args in runs:
+            ref_path = os.path.join(captures, pcap)
+            if not os.path.exists(ref_path):
+                print(f"SKIP  wire pattern of {test} {' '.join(args)}: {ref_path} not found")
+                continue
+            ref = requests(hc, ref_path, "198.18.0.3")[idx]
+            mine = os.path.join(tmp, f"{test}-{idx}.pcap")
+            r, t = run_pair(hc, test, ["-n", "5", "-F"] + args, client_pcap=mine)
+            ours = requests(hc, mine, "198.18.0.2") if r is not None and os.path.exists(mine) else []
+            expect(f"wire: {test} {' '.join(args)} -n 5: our requests are rdma_rxe's under perftest ({pcap})",
+                   r is not None and r[0] == 0 and r[3] == 0 and ours == [ref], f"ours {ours}\nrxe  {ref}\n{r or t}")
 
 
 def more(hc):
