@@ -142,11 +142,11 @@ private:
     int gid_index_ = 1;
     Gid gid_{};
 
+    std::unique_ptr<uint8_t, FreeDeleter> mem_;  // first: it outlives the MR and QPs that use it
     Pd pd_;
     Mr mr_;
     Cq cq_;
     std::vector<Qp> qps_;
-    std::unique_ptr<uint8_t, FreeDeleter> mem_;
     size_t block_ = 0;
     std::vector<oob::PerftestQpInfo> mine_, theirs_;
 
@@ -155,6 +155,7 @@ private:
     std::vector<uint64_t> recvd_;     // per QP: receives completed
     uint64_t total_sent_ = 0, total_recvd_ = 0;
     uint64_t last_recv_ns_ = 0;
+    uint64_t recv_base_ = 0;  // send_lat: the receives the sizes before this one took
     std::vector<uint64_t> tposted_, tcompleted_;
     std::array<Wc, 64> wc_{};
 };
@@ -539,12 +540,15 @@ bool Session::send_lat(uint64_t size) {
     wr.send_flags = send_flag::signaled;
     uint64_t scnt = 0, rcnt = 0;
     std::fill(sent_.begin(), sent_.end(), 0);
-    std::fill(recvd_.begin(), recvd_.end(), 0);
-    total_sent_ = total_recvd_ = 0;
+    total_sent_ = 0;
+    // The peer may start the next size (-a) before we have drained our last completion: count
+    // its SENDs from the end of the previous size, not from what has arrived so far.
+    const uint64_t base = recv_base_;
+    recv_base_ += iters;
     while (scnt < iters || rcnt < iters) {
         if (rcnt < iters && !(scnt < 1 && !client_)) {
             ++rcnt;
-            if (!wait([&] { return recvd_[0] >= rcnt; }, "waiting for the peer's SEND")) return false;
+            if (!wait([&] { return recvd_[0] >= base + rcnt; }, "waiting for the peer's SEND")) return false;
             if (!post_recv(0)) return false;
         }
         if (scnt < iters) {
