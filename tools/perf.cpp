@@ -67,9 +67,16 @@ private:
     }
 
     // ---- the out-of-band exchange ----
+    // While waiting for the peer's message, the HCA keeps turning (it answers the peer's
+    // requests): flat out while there is traffic, napping once it has been quiet for 1 ms.
     void idle() {
-        if (!env_.poll()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        const uint64_t t = now_ns();
+        if (env_.poll())
+            last_busy_ns_ = t;
+        else if (t - last_busy_ns_ > 1'000'000)
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    uint64_t last_busy_ns_ = 0;
     bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what) {
         const auto idle = [this] { this->idle(); };
         std::string e;
