@@ -218,12 +218,13 @@ bool Session::results(const BwReport& mine, BwReport& theirs) {
 
 bool Session::close(bool eof_ok) {
     if (!barrier()) return eof_ok && conn_.peer_closed();
+    // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
+    // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
     const auto d = oob::format_done();
     std::string e;
-    const auto idle = [this] { this->idle(); };
-    if (!conn_.write_all(d, o_.oob_timeout_ms, e, idle)) return fail("out-of-band exchange (done): " + e);
+    if (!conn_.write_all(d, o_.oob_timeout_ms, e)) return fail("out-of-band exchange (done): " + e);
     std::array<uint8_t, oob::kPerftestDoneLen> t{};
-    if (!conn_.read_exact(t, o_.oob_timeout_ms, e, idle))
+    if (!conn_.read_exact(t, o_.oob_timeout_ms, e))
         return eof_ok && conn_.peer_closed() ? true : fail("out-of-band exchange (done): " + e);
     return check(oob::parse_done(t), "done");
 }
