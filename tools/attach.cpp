@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <cstring>
+
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -178,7 +180,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     a->hca_ = std::make_unique<transport::Hca>(*a->dev_, *a->net_, a->clock_);
     for (int i = 0;; ++i) {
         GidEntry e;
-        if (!a->dev_->query_gid(1, i, e).ok()) break;
+        if (a->dev_->query_gid(1, i, e) != Status::ok) break;
         if (e.gid == a->ip_.gid) a->gid_index_ = i;
     }
     return a;
