@@ -61,15 +61,15 @@ def addresses(out):
     return {m.group(1): m.group(2, 3, 4, 5) for m in ADDR.finditer(out)}
 
 
-def pair(h, tmp, size, iters, extra_s=(), extra_c=(), pcap=None, name=""):
+def pair(h, tmp, size, iters, extra_s=(), extra_c=(), pcap=None, name="", ips=("198.18.0.1/24", "198.18.0.2/24")):
     sock = os.path.join(tmp, f"memif-{name}.sock")
     port = str(free_port())
     srv = [h, "pingpong", "-p", port, "-s", str(size), "-n", str(iters), "-g", "1", "--timeout", "20",
-           "--eal", eal(0, memif("server", sock)), "--ip", "198.18.0.1/24", "--mac", "52:54:00:18:00:01"] + list(extra_s)
+           "--eal", eal(0, memif("server", sock)), "--ip", ips[0], "--mac", "52:54:00:18:00:01"] + list(extra_s)
     if pcap:
         srv += ["--pcap", pcap]
     cli = [h, "pingpong", "-p", port, "-s", str(size), "-n", str(iters), "-g", "1", "--timeout", "20",
-           "--eal", eal(1, memif("client", sock)), "--ip", "198.18.0.2/24", "--mac", "52:54:00:18:00:02"] + list(extra_c) + ["127.0.0.1"]
+           "--eal", eal(1, memif("client", sock)), "--ip", ips[1], "--mac", "52:54:00:18:00:02"] + list(extra_c) + ["127.0.0.1"]
     ps = start(srv)
     time.sleep(0.3)
     pc = start(cli)
@@ -78,15 +78,15 @@ def pair(h, tmp, size, iters, extra_s=(), extra_c=(), pcap=None, name=""):
     return (rc_s, out_s, err_s), (rc_c, out_c, err_c)
 
 
-def check_pair(name, s, c, size, iters, chk):
+def check_pair(name, s, c, size, iters, chk, gids=("::ffff:198.18.0.1", "::ffff:198.18.0.2")):
     (rc_s, out_s, err_s), (rc_c, out_c, err_c) = s, c
     detail = f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}"
     expect(f"{name}: both exit 0", rc_s == 0 and rc_c == 0, detail)
     a_s, a_c = addresses(out_s), addresses(out_c)
     expect(f"{name}: each side's remote address is the other's local address",
            a_s.get("remote") == a_c.get("local") and a_c.get("remote") == a_s.get("local") and "local" in a_s, detail)
-    expect(f"{name}: GIDs are the IPv4-mapped addresses",
-           a_s.get("local", ("",) * 4)[3] == "::ffff:198.18.0.1" and a_c.get("local", ("",) * 4)[3] == "::ffff:198.18.0.2", detail)
+    expect(f"{name}: GIDs are {gids}",
+           a_s.get("local", ("",) * 4)[3] == gids[0] and a_c.get("local", ("",) * 4)[3] == gids[1], detail)
     for who, out in (("server", out_s), ("client", out_c)):
         expect(f"{name}: {who} reports {size * iters * 2} bytes and {iters} iters",
                re.search(rf"^{size * iters * 2} bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec$", out, re.M) is not None
@@ -137,6 +137,16 @@ def main():
         # Completion events on one side, MTU 4096 on both, a small receive queue (re-posting).
         s, c = pair(h, tmp, 4096, 30, ["-e", "-m", "4096", "-r", "4"], ["-m", "4096", "-r", "4", "-c"], name="ev")
         check_pair("4096 B x30 -e -r 4", s, c, 4096, 30, False)
+        # IPv6 GIDs: the peers find each other by neighbour discovery (RFC 5180 benchmarking range).
+        pcap6 = os.path.join(tmp, "pp6.pcap")
+        s, c = pair(h, tmp, 3000, 10, ["-c"], ["-c"], pcap=pcap6, name="v6", ips=("2001:2::1/64", "2001:2::2/64"))
+        check_pair("IPv6 3000 B x10 -c", s, c, 3000, 10, True, gids=("2001:2::1", "2001:2::2"))
+        t = subprocess.run(["tshark", "-r", pcap6, "-n", "-T", "fields", "-e", "icmpv6.type", "-e", "infiniband.bth.opcode"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        rows = [l.split("\t") for l in t.stdout.splitlines()]
+        expect("IPv6 pcap: solicitation and advertisement, then RoCE v2 over IPv6",
+               any(r[0] == "135" for r in rows) and any(r[0] == "136" for r in rows)
+               and sum(1 for r in rows if len(r) > 1 and r[1] == "0") == 20, t.stdout[:800])
 
         # The server's capture: ARP both ways, then SEND Only and ACK, all RoCE frames intact.
         r = subprocess.run([h, "dissect", "--brief", pcap], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
