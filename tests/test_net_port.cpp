@@ -11,6 +11,7 @@
 #include "dpdk_port/net_port.hpp"
 #include "dpdk_port/pcap_file.hpp"
 #include "packet/build.hpp"
+#include "packet/bytes.hpp"
 #include "packet/headers.hpp"
 
 using namespace hcaemu;
@@ -154,4 +155,270 @@ TEST_CASE("resolve() sends a byte-exact ARP request; the reply makes the entry r
     CHECK(m == kMacB);
     CHECK(b.net.net_stats().arp_tx_requests == 1);
     CHECK(b.net.net_stats().resolve_reachable == 1);
+}
+
+TEST_CASE("no answer: exactly `tries` ARP requests, retry_ns apart, then failed; a later call starts over") {
+    Bench b;
+    std::vector<uint64_t> sent_at;
+    b.wire.set_tap([&](int dir, const uint8_t* f, uint32_t, uint64_t t, Event ev) {
+        if (dir == 0 && ev == Event::sent && pkt::load_be16(f + 12) == 0x0806) sent_at.push_back(t);
+    });
+    const NetConfig cfg = net_config();
+    const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
+    pkt::Mac m{};
+    const uint64_t t0 = b.clock.now_ns();
+    REQUIRE(b.net.resolve(gid, m) == NeighborState::resolving);
+    // Step in small increments, polling as an engine loop would, well past the last deadline.
+    Frame fs[8];
+    for (uint32_t i = 0; i < cfg.tries * 10 + 5; ++i) {
+        b.clock.advance(cfg.retry_ns / 10);
+        CHECK(b.net.rx_burst(fs, 8) == 0);
+    }
+    REQUIRE(sent_at.size() == cfg.tries);
+    for (uint32_t i = 0; i < cfg.tries; ++i) CHECK(sent_at[i] == t0 + i * cfg.retry_ns);
+    CHECK(b.net.state(gid) == NeighborState::failed);
+    CHECK(b.net.net_stats().resolve_failed == 1);
+    CHECK(b.net.net_stats().arp_tx_requests == cfg.tries);
+    CHECK(b.net.next_due_ns() == UINT64_MAX);
+    // Failed is held for retry_ns after the failure, then a call starts a new round.
+    const uint64_t failed_at = t0 + cfg.tries * cfg.retry_ns;
+    b.clock.set(failed_at + cfg.retry_ns - 1);
+    CHECK(b.net.resolve(gid, m) == NeighborState::failed);
+    CHECK(sent_at.size() == cfg.tries);
+    b.clock.set(failed_at + cfg.retry_ns);
+    CHECK(b.net.resolve(gid, m) == NeighborState::resolving);
+    CHECK(sent_at.size() == cfg.tries + 1);
+    CHECK(b.net.net_stats().resolve_started == 2);
+}
+
+namespace {
+
+// An independent ICMPv6 checksum: the pseudo-header (RFC 8200 8.1) laid out as bytes, summed as
+// 16-bit words in 64 bits, folded at the end.
+uint16_t ref_checksum(const pkt::Ip6& src, const pkt::Ip6& dst, const Bytes& msg) {
+    Bytes all;
+    put(all, src);
+    put(all, dst);
+    put32(all, uint32_t(msg.size()));
+    put32(all, 58);
+    all.insert(all.end(), msg.begin(), msg.end());
+    if (all.size() % 2) all.push_back(0);
+    uint64_t s = 0;
+    for (size_t i = 0; i < all.size(); i += 2) s += uint64_t(all[i]) << 8 | all[i + 1];
+    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+    return uint16_t(~s & 0xFFFF);
+}
+
+// An NS (135) or NA (136) frame written field by field from RFC 4861 4.3/4.4, one link-layer
+// address option (1 source, 2 target) unless `opt_mac` is null.
+Bytes nd(const pkt::Mac& eth_dst, const pkt::Mac& eth_src, const pkt::Ip6& src, const pkt::Ip6& dst, uint8_t type,
+         uint8_t flags, const pkt::Ip6& target, const pkt::Mac* opt_mac, uint8_t hop = 255, bool good_csum = true) {
+    Bytes msg{type, 0, 0, 0, flags, 0, 0, 0};
+    put(msg, target);
+    if (opt_mac) {
+        msg.push_back(type == 135 ? 1 : 2);
+        msg.push_back(1);
+        put(msg, *opt_mac);
+    }
+    uint16_t c = ref_checksum(src, dst, msg);
+    if (!good_csum) c ^= 0x0100;
+    msg[2] = uint8_t(c >> 8);
+    msg[3] = uint8_t(c);
+    Bytes b;
+    put(b, eth_dst);
+    put(b, eth_src);
+    put16(b, 0x86DD);
+    b.insert(b.end(), {0x60, 0, 0, 0});
+    put16(b, uint16_t(msg.size()));
+    b.push_back(58);
+    b.push_back(hop);
+    put(b, src);
+    put(b, dst);
+    b.insert(b.end(), msg.begin(), msg.end());
+    return b;
+}
+
+const pkt::Ip6 kSnA{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0x0a};  // solicited-node of kIp6A
+const pkt::Ip6 kSnB{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0x0b};
+const pkt::Mac kSnMacA{0x33, 0x33, 0xff, 0, 0, 0x0a};
+const pkt::Mac kSnMacB{0x33, 0x33, 0xff, 0, 0, 0x0b};
+
+}  // namespace
+
+TEST_CASE("IPv6 NS for our address gets a byte-exact NA; the checksum matches an independent sum") {
+    Bench b;
+    CHECK(solicited_node(kIp6A) == kSnA);
+    CHECK(multicast_mac(kSnA) == kSnMacA);
+    b.peer_send(nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB));
+    CHECK(b.net_recv().empty());
+    const auto got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(kMacB, kMacA, kIp6A, kIp6B, 136, 0x60, kIp6A, &kMacA));  // Solicited, Override
+    // The library's checksum over the NA it sent, against the reference.
+    const Bytes msg(got[0].begin() + 54, got[0].end());
+    Bytes zeroed = msg;
+    zeroed[2] = zeroed[3] = 0;
+    CHECK(icmp6_checksum(kIp6A, kIp6B, zeroed.data(), uint32_t(zeroed.size())) == ref_checksum(kIp6A, kIp6B, zeroed));
+    CHECK(icmp6_checksum(kIp6A, kIp6B, msg.data(), uint32_t(msg.size())) == 0);
+    CHECK(b.net.net_stats().nd_rx_ns == 1);
+    CHECK(b.net.net_stats().nd_tx_na == 1);
+    pkt::Mac m{};
+    CHECK(b.net.resolve(kIp6B, m) == NeighborState::reachable);
+    CHECK(m == kMacB);
+}
+
+TEST_CASE("IPv6 NS for our link-local address is answered from it") {
+    Bench b;
+    const pkt::Ip6 ll = link_local_of(kMacA);
+    CHECK(ll == pkt::Ip6{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0, 0, 0xff, 0xfe, 0, 0, 0x01});
+    const pkt::Ip6 ll_b = link_local_of(kMacB);
+    const pkt::Ip6 sn = solicited_node(ll);
+    b.peer_send(nd(multicast_mac(sn), kMacB, ll_b, sn, 135, 0, ll, &kMacB));
+    CHECK(b.net_recv().empty());
+    const auto got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(kMacB, kMacA, ll, ll_b, 136, 0x60, ll, &kMacA));
+}
+
+TEST_CASE("resolve() of an IPv6 GID sends a byte-exact NS; the NA makes it reachable") {
+    Bench b;
+    pkt::Mac m{};
+    CHECK(b.net.resolve(kIp6B, m) == NeighborState::resolving);
+    auto got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(kSnMacB, kMacA, kIp6A, kSnB, 135, 0, kIp6B, &kMacA));
+    b.peer_send(nd(kMacA, kMacB, kIp6B, kIp6A, 136, 0x60, kIp6B, &kMacB));
+    CHECK(b.net_recv().empty());
+    CHECK(b.net.net_stats().nd_rx_na == 1);
+    CHECK(b.net.resolve(kIp6B, m) == NeighborState::reachable);
+    CHECK(m == kMacB);
+    CHECK(b.net.net_stats().nd_tx_ns == 1);
+}
+
+TEST_CASE("malformed ARP and ND are dropped and counted, never answered") {
+    Bench b;
+    SECTION("ICMPv6 checksum wrong") {
+        b.peer_send(nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB, 255, false));
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_nd_checksum == 1);
+    }
+    SECTION("hop limit 64") {
+        b.peer_send(nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB, 64));
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_nd_hop_limit == 1);
+    }
+    SECTION("NS cut short") {
+        Bytes f = nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB);
+        f.resize(f.size() - 10);
+        b.peer_send(f);
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_truncated == 1);
+    }
+    SECTION("option of length 0") {
+        Bytes f = nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB);
+        f[54 + 25] = 0;  // the option's length
+        const Bytes msg(f.begin() + 54, f.end());
+        Bytes z = msg;
+        z[2] = z[3] = 0;
+        const uint16_t c = ref_checksum(kIp6B, kSnA, z);
+        f[56] = uint8_t(c >> 8);
+        f[57] = uint8_t(c);
+        b.peer_send(f);
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_nd_format == 1);
+    }
+    SECTION("ARP cut short") {
+        Bytes f = arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA);
+        f.resize(14 + 27);
+        b.peer_send(f);
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_truncated == 1);
+    }
+    SECTION("ARP with hlen 8") {
+        Bytes f = arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA);
+        f[14 + 4] = 8;
+        b.peer_send(f);
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_arp_format == 1);
+    }
+    SECTION("ARP opcode 3") {
+        b.peer_send(arp(kBcast, kMacB, 3, kMacB, kIpB, kZero, kIpA));
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_arp_format == 1);
+    }
+    CHECK(b.net.net_stats().rx_dropped_bad == 1);
+    CHECK(b.net.net_stats().rx_dropped_not_roce == 0);
+    CHECK(b.peer_recv().empty());
+    CHECK(b.net.state(kIp6B) == NeighborState::unknown);
+    CHECK(b.net.state(pkt::ipv4_mapped_gid(kIpB)) == NeighborState::unknown);
+}
+
+namespace {
+
+// An IPv4 frame from B to `dst_ip` at `dst_mac` carrying `proto` to `dport` (UDP layout for TCP too:
+// the ports are where the filter looks).
+Bytes ip4_frame(const pkt::Mac& dst_mac, uint32_t dst_ip, uint8_t proto, uint16_t dport) {
+    Bytes b;
+    put(b, dst_mac);
+    put(b, kMacB);
+    put16(b, 0x0800);
+    b.insert(b.end(), {0x45, 0, 0, 48, 0, 0, 0x40, 0, 64, proto, 0, 0});
+    put32(b, kIpB);
+    put32(b, dst_ip);
+    put16(b, 0xC000);
+    put16(b, dport);
+    b.resize(14 + 48, 0x5a);
+    return b;
+}
+
+// A real RoCE v2 frame (an RC SEND_ONLY) from B to A, built by the packet layer.
+Bytes roce_frame(bool ipv6, uint32_t dst_ip = kIpA, const pkt::Mac& dst_mac = kMacA) {
+    pkt::Headers h;
+    h.eth.dst = dst_mac;
+    h.eth.src = kMacB;
+    h.ipv6 = ipv6;
+    h.eth.ethertype = ipv6 ? pkt::kEthTypeIpv6 : pkt::kEthTypeIpv4;
+    h.ip4.src = kIpB;
+    h.ip4.dst = dst_ip;
+    h.ip6.src = kIp6B;
+    h.ip6.dst = kIp6A;
+    h.bth.opcode = 0x04;  // RC SEND_ONLY
+    h.bth.dest_qp = 0x11;
+    const uint8_t payload[5] = {1, 2, 3, 4, 5};
+    Bytes out(200);
+    size_t n = 0;
+    REQUIRE(pkt::build(h, payload, out, n) == pkt::BuildError::ok);
+    out.resize(n);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("only RoCE v2 for our MAC and IP comes back, unchanged; the rest is dropped and counted") {
+    Bench b;
+    const Bytes r4 = roce_frame(false), r6 = roce_frame(true);
+    Bytes lldp(60, 0);
+    std::copy(kMacA.begin(), kMacA.end(), lldp.begin());
+    lldp[12] = 0x88;
+    lldp[13] = 0xcc;
+    b.peer_send(ip4_frame(kMacA, kIpA, 17, 53));    // UDP, not 4791
+    b.peer_send(r4);
+    b.peer_send(ip4_frame(kMacA, kIpA, 6, 4791));   // TCP to 4791
+    b.peer_send(lldp);                              // unknown ethertype
+    b.peer_send(roce_frame(false, 0xC6120063));     // RoCE to another IP
+    b.peer_send(roce_frame(false, kIpA, kBcast));   // RoCE to broadcast
+    b.peer_send(r6);
+    const auto got = b.net_recv();
+    REQUIRE(got.size() == 2);
+    CHECK(got[0] == r4);
+    CHECK(got[1] == r6);
+    const NetStats& s = b.net.net_stats();
+    CHECK(s.rx_roce == 2);
+    CHECK(s.drop_not_udp_4791 == 2);
+    CHECK(s.drop_ethertype == 1);
+    CHECK(s.drop_other_ip == 1);
+    CHECK(s.drop_other_mac == 1);
+    CHECK(s.rx_dropped_not_roce == 5);
+    CHECK(s.rx_dropped_bad == 0);
+    CHECK(b.wire.pool_free(0) == b.wire.pool_frames());  // every dropped frame went back
 }
