@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <algorithm>
 #include <vector>
 
 #include "dpdk_port/mem_wire.hpp"
@@ -421,4 +424,107 @@ TEST_CASE("only RoCE v2 for our MAC and IP comes back, unchanged; the rest is dr
     CHECK(s.rx_dropped_not_roce == 5);
     CHECK(s.rx_dropped_bad == 0);
     CHECK(b.wire.pool_free(0) == b.wire.pool_frames());  // every dropped frame went back
+}
+
+namespace {
+
+// Takes at most `take` frames per tx_burst: the refusal a full DPDK queue gives.
+class StingyPort final : public Port {
+public:
+    explicit StingyPort(Port& in) : in_(in) {}
+    uint16_t take = 1;
+    bool alloc(Frame& f) override { return in_.alloc(f); }
+    uint16_t tx_burst(Frame* f, uint16_t n) override { return in_.tx_burst(f, std::min(n, take)); }
+    uint16_t rx_burst(Frame* f, uint16_t n) override { return in_.rx_burst(f, n); }
+    void free(Frame& f) override { in_.free(f); }
+    pkt::Mac mac() const override { return in_.mac(); }
+    uint32_t mtu() const override { return in_.mtu(); }
+    PortStats stats() const override { return in_.stats(); }
+
+private:
+    Port& in_;
+};
+
+}  // namespace
+
+TEST_CASE("capture: every frame received and sent exactly once, refused frames when finally taken") {
+    VirtualClock clock(5'000'000'000);
+    MemWire wire(wire_config(), clock);
+    StingyPort stingy(wire.end(0));
+    NetPort net(stingy, clock, net_config());
+    Port& peer = wire.end(1);
+    const std::string path = "net_port_capture.pcap";
+    std::vector<std::pair<Bytes, uint64_t>> expect;  // what the capture must hold, in order
+    {
+        PcapWriter w(path);
+        REQUIRE(w.ok());
+        net.set_capture(&w);
+        auto peer_send = [&](const Bytes& b) {
+            Frame f;
+            REQUIRE(peer.alloc(f));
+            std::memcpy(f.data, b.data(), b.size());
+            f.len = uint32_t(b.size());
+            REQUIRE(peer.tx_burst(&f, 1) == 1);
+        };
+        // Received: an ARP request (answered: the reply is captured too), RoCE, UDP 53.
+        const Bytes req = arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA), r4 = roce_frame(false),
+                    udp = ip4_frame(kMacA, kIpA, 17, 53);
+        peer_send(req);
+        peer_send(r4);
+        peer_send(udp);
+        clock.advance(10'000);
+        Frame fs[8];
+        REQUIRE(net.rx_burst(fs, 8) == 1);
+        net.free(fs[0]);
+        const uint64_t t1 = clock.now_ns();
+        expect = {{req, t1}, {arp(kMacB, kMacA, 2, kMacA, kIpA, kMacB, kIpB), t1}, {r4, t1}, {udp, t1}};
+        // Sent: three frames offered, the inner port takes one per call; the caller offers the
+        // rest again, one microsecond later each time.
+        Frame out[3];
+        for (int i = 0; i < 3; ++i) {
+            REQUIRE(net.alloc(out[i]));
+            const Bytes b = roce_frame(false, kIpB, kMacB);
+            std::memcpy(out[i].data, b.data(), b.size());
+            out[i].data[b.size() - 5] = uint8_t(i);  // tell them apart
+            out[i].len = uint32_t(b.size());
+        }
+        Bytes copies[3];
+        for (int i = 0; i < 3; ++i) copies[i].assign(out[i].data, out[i].data + out[i].len);
+        uint16_t done = 0;
+        for (int turn = 0; done < 3 && turn < 10; ++turn) {
+            clock.advance(1000);
+            const uint16_t k = net.tx_burst(out + done, uint16_t(3 - done));
+            for (uint16_t i = 0; i < k; ++i) expect.push_back({copies[done + i], clock.now_ns()});
+            done = uint16_t(done + k);
+        }
+        REQUIRE(done == 3);
+        // Taken all at once when the inner port takes everything.
+        stingy.take = 32;
+        Frame two[2];
+        for (int i = 0; i < 2; ++i) {
+            REQUIRE(net.alloc(two[i]));
+            const Bytes b = roce_frame(true);
+            std::memcpy(two[i].data, b.data(), b.size());
+            two[i].len = uint32_t(b.size());
+            expect.push_back({b, clock.now_ns()});
+        }
+        REQUIRE(net.tx_burst(two, 2) == 2);
+        net.set_capture(nullptr);
+        // Not captured any more.
+        peer_send(req);
+        clock.advance(10'000);
+        CHECK(net.rx_burst(fs, 8) == 0);
+    }
+    PcapReader r(path);
+    REQUIRE(r.ok());
+    PcapFrame pf;
+    size_t i = 0;
+    while (r.next(pf)) {
+        REQUIRE(i < expect.size());
+        CHECK(Bytes(pf.data.begin(), pf.data.end()) == expect[i].first);
+        CHECK(pf.ts_ns / 1000 == expect[i].second / 1000);  // pcap keeps microseconds
+        ++i;
+    }
+    CHECK(i == expect.size());
+    std::remove(path.c_str());
 }
