@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -16,6 +17,9 @@
 #include "packet/build.hpp"
 #include "packet/bytes.hpp"
 #include "packet/headers.hpp"
+#include "packet/parse.hpp"
+#include "tools/sim_pair.hpp"
+#include "transport/hca.hpp"
 
 using namespace hcaemu;
 using namespace hcaemu::port;
@@ -527,4 +531,137 @@ TEST_CASE("capture: every frame received and sent exactly once, refused frames w
     }
     CHECK(i == expect.size());
     std::remove(path.c_str());
+}
+
+namespace {
+
+// Two HCAs on the in-memory wire, each behind a NetPort, with no static neighbours: each finds the
+// other by ARP (IPv4-mapped GIDs) or ND (IPv6 GIDs).
+struct NetHcaPair {
+    struct Side {
+        std::unique_ptr<NetPort> net;
+        std::unique_ptr<Device> dev;
+        std::unique_ptr<transport::Hca> hca;
+        Pd pd;
+        std::vector<uint8_t> mem;
+        Mr mr;
+        Cq cq;
+        Qp qp;
+        Gid gid{};
+    };
+    VirtualClock clock{1'000'000'000};
+    MemWire wire{WireConfig{}, clock};
+    Side s[2];
+    tools::SimConfig cfg;
+    size_t bcast_roce = 0, roce = 0;  // RoCE v2 frames sent to broadcast, all RoCE v2 frames sent
+
+    explicit NetHcaPair(bool ipv6) {
+        wire.set_tap([this](int, const uint8_t* f, uint32_t len, uint64_t, Event ev) {
+            pkt::Packet p;
+            if (ev != Event::sent || pkt::parse({f, len}, p) != pkt::ParseError::ok) return;
+            ++roce;
+            bcast_roce += p.h.eth.dst == kBcast;
+        });
+        const pkt::Ip6 g6[2] = {kIp6A, kIp6B};
+        const uint32_t g4[2] = {kIpA, kIpB};
+        for (int i = 0; i < 2; ++i) {
+            Side& d = s[i];
+            NetConfig nc;
+            if (ipv6) nc.ip6 = g6[i];
+            else nc.ip4 = g4[i];
+            d.net = std::make_unique<NetPort>(wire.end(i), clock, nc);
+            PortConfig pc;
+            pc.mac = d.net->mac();
+            if (ipv6) pc.ipv6[0] = g6[i];  // GID 1 either way (GID 0 is the link-local one)
+            else pc.ipv4[0] = g4[i];
+            d.gid = ipv6 ? g6[i] : pkt::ipv4_mapped_gid(g4[i]);
+            d.dev = std::make_unique<Device>(DeviceAttr{}, pc);
+            d.hca = std::make_unique<transport::Hca>(*d.dev, *d.net, clock);
+            d.pd = std::move(d.dev->alloc_pd().value);
+            d.mem.assign(1 << 16, 0);
+            d.mr = std::move(d.dev->reg_mr(d.pd, d.mem.data(), d.mem.size(), access::local_write | access::remote_write).value);
+            d.cq = std::move(d.dev->create_cq(64).value);
+            QpInitAttr ia;
+            ia.send_cq = ia.recv_cq = &d.cq;
+            ia.qp_type = QpType::rc;
+            ia.cap = {16, 16, 1, 1, 0};
+            d.qp = std::move(d.dev->create_qp(d.pd, ia).value);
+        }
+        for (int i = 0; i < 2; ++i)
+            REQUIRE(tools::connect_qp(s[i].qp, cfg, s[1 - i].qp.qpn(), s[1 - i].gid, cfg.sq_psn[i], cfg.sq_psn[1 - i]));
+    }
+
+    void write(uint64_t off, uint32_t len, uint64_t wr_id) {
+        Sge sge{s[0].mr.addr() + off, len, s[0].mr.lkey()};
+        SendWr w;
+        w.wr_id = wr_id;
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.opcode = WrOpcode::rdma_write;
+        w.send_flags = send_flag::signaled;
+        w.rdma = {s[1].mr.addr() + off, s[1].mr.rkey()};
+        const SendWr* bad = nullptr;
+        REQUIRE(s[0].qp.post_send(&w, &bad) == Status::ok);
+    }
+
+    // Runs both loops in virtual time until side 0 has a completion (bounded in turns and time).
+    bool wait_cqe(Wc& wc) {
+        for (int n = 0; n < 1'000'000; ++n) {
+            if (s[0].cq.poll({&wc, 1}) == 1) return true;
+            if (s[0].hca->poll() + s[1].hca->poll()) continue;
+            const uint64_t next = std::min({wire.next_delivery_ns(), s[0].hca->next_timer_ns(), s[1].hca->next_timer_ns(),
+                                            s[0].net->next_due_ns(), s[1].net->next_due_ns()});
+            if (next == UINT64_MAX || next > 60'000'000'000ull) return false;
+            clock.set(std::max(next, clock.now_ns() + 1));
+        }
+        return false;
+    }
+};
+
+void run_pair(bool ipv6) {
+    NetHcaPair p(ipv6);
+    // Modify to RTR asked for the peer already: one request each way is on the wire.
+    CHECK(p.s[0].net->state(p.s[1].gid) == NeighborState::resolving);
+    CHECK(p.s[1].net->state(p.s[0].gid) == NeighborState::resolving);
+    for (size_t i = 0; i < 3000; ++i) p.s[0].mem[i] = uint8_t(i * 7 + 1);
+    p.write(0, 3000, 1);  // 3 packets at MTU 1024, sent before the MAC is known
+    Wc wc;
+    REQUIRE(p.wait_cqe(wc));
+    CHECK(wc.status == WcStatus::success);
+    CHECK(wc.wr_id == 1);
+    CHECK(std::equal(p.s[0].mem.begin(), p.s[0].mem.begin() + 3000, p.s[1].mem.begin()));
+    for (int i = 0; i < 2; ++i) {
+        const NetStats& st = p.s[i].net->net_stats();
+        pkt::Mac m{};
+        CHECK(p.s[i].net->resolve(p.s[1 - i].gid, m) == NeighborState::reachable);
+        CHECK(m == p.s[1 - i].net->mac());
+        CHECK((ipv6 ? st.nd_tx_ns : st.arp_tx_requests) == 1);
+        CHECK((ipv6 ? st.nd_rx_ns : st.arp_rx_requests) == 1);
+        CHECK((ipv6 ? st.nd_tx_na : st.arp_tx_replies) == 1);
+        CHECK(st.rx_dropped_bad == 0);
+        CHECK(st.resolve_failed == 0);
+    }
+    // The first packets went to broadcast while resolving; the receiver dropped them, and the
+    // retransmission used the learned MAC.
+    CHECK(p.bcast_roce == 3);
+    CHECK(p.s[1].net->net_stats().drop_other_mac == 3);
+    // Known now: a second WRITE sends no broadcast frame at all.
+    const size_t before = p.roce;
+    for (size_t i = 0; i < 3000; ++i) p.s[0].mem[4096 + i] = uint8_t(i * 3 + 2);
+    p.write(4096, 3000, 2);
+    REQUIRE(p.wait_cqe(wc));
+    CHECK(wc.status == WcStatus::success);
+    CHECK(std::equal(p.s[0].mem.begin() + 4096, p.s[0].mem.begin() + 4096 + 3000, p.s[1].mem.begin() + 4096));
+    CHECK(p.roce > before);
+    CHECK(p.bcast_roce == 3);
+}
+
+}  // namespace
+
+TEST_CASE("two HCAs behind NetPorts, no static neighbours, find each other by ARP and run RC WRITE") {
+    run_pair(false);
+}
+
+TEST_CASE("two HCAs behind NetPorts with IPv6 GIDs find each other by ND and run RC WRITE") {
+    run_pair(true);
 }
