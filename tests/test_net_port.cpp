@@ -665,3 +665,83 @@ TEST_CASE("two HCAs behind NetPorts, no static neighbours, find each other by AR
 TEST_CASE("two HCAs behind NetPorts with IPv6 GIDs find each other by ND and run RC WRITE") {
     run_pair(true);
 }
+
+TEST_CASE("neighbour table: aging, static entries, gratuitous ARP, LRU eviction") {
+    Bench b;
+    const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
+    const pkt::Mac kMacC{0x02, 0, 0, 0, 0, 0x0c};
+    pkt::Mac m{};
+    SECTION("a reachable entry older than reachable_ns is asked for again") {
+        b.peer_send(arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA));
+        b.net_recv();
+        b.peer_recv();
+        CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+        b.clock.advance(net_config().reachable_ns);
+        CHECK(b.net.resolve(gid, m) == NeighborState::resolving);
+        const auto got = b.peer_recv();
+        REQUIRE(got.size() == 1);
+        CHECK(got[0] == arp(kBcast, kMacA, 1, kMacA, kIpA, kZero, kIpB));
+    }
+    SECTION("gratuitous ARP updates a known entry and creates none") {
+        b.peer_send(arp(kBcast, kMacC, 1, kMacC, 0xC6120007, kZero, 0xC6120007));
+        b.net_recv();
+        CHECK(b.net.state(pkt::ipv4_mapped_gid(0xC6120007)) == NeighborState::unknown);
+        b.peer_send(arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA));
+        b.net_recv();
+        b.peer_send(arp(kBcast, kMacC, 1, kMacC, kIpB, kZero, kIpB));  // B moved to MAC C
+        b.net_recv();
+        CHECK(b.net.net_stats().arp_rx_gratuitous == 2);
+        CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+        CHECK(m == kMacC);
+        CHECK(b.peer_recv().size() == 1);  // only the reply to the one request for us
+    }
+    SECTION("static entries never age and ARP does not change them") {
+        b.net.add_static(gid, kMacC);
+        b.peer_send(arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA));
+        b.net_recv();
+        b.clock.advance(10 * net_config().reachable_ns);
+        CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+        CHECK(m == kMacC);
+        CHECK(b.net.net_stats().arp_tx_requests == 0);
+    }
+    SECTION("the table holds kNeighbors entries; the least recently used goes") {
+        for (uint32_t i = 0; i < NetPort::kNeighbors; ++i) {
+            b.net.add_static(pkt::ipv4_mapped_gid(0xC6130000 + i), kMacC);  // fills it with static ones
+        }
+        // Every entry static: the new one takes the first slot.
+        CHECK(b.net.resolve(gid, m) == NeighborState::resolving);
+        CHECK(b.net.net_stats().neighbor_evictions == 1);
+        CHECK(b.net.state(pkt::ipv4_mapped_gid(0xC6130000)) == NeighborState::unknown);
+        // A dynamic entry is chosen before static ones, the oldest use first.
+        b.clock.advance(1000);
+        const pkt::Ip6 other = pkt::ipv4_mapped_gid(0xC6140000);
+        CHECK(b.net.resolve(other, m) == NeighborState::resolving);
+        CHECK(b.net.net_stats().neighbor_evictions == 2);
+        CHECK(b.net.state(gid) == NeighborState::unknown);
+        CHECK(b.net.state(pkt::ipv4_mapped_gid(0xC6130001)) == NeighborState::reachable);
+    }
+}
+
+TEST_CASE("no own address of the family: resolve fails at once, counted, nothing sent") {
+    VirtualClock clock;
+    MemWire wire(wire_config(), clock);
+    NetConfig nc;
+    nc.ip4 = kIpA;  // no IPv6
+    NetPort net(wire.end(0), clock, nc);
+    pkt::Mac m{};
+    CHECK(net.resolve(kIp6B, m) == NeighborState::failed);
+    CHECK(net.net_stats().resolve_no_address == 1);
+    CHECK(net.net_stats().nd_tx_ns == 0);
+    CHECK(wire.stats(0).sent == 0);
+}
+
+TEST_CASE("NetStats: one name per field, in order") {
+    NetStats s;
+    for (size_t i = 0; i < kNetStatCount; ++i) s.*kNetStatFields[i] = i + 1;
+    CHECK(s.arp_rx_requests == 1);
+    CHECK(s.tx_no_buffer == kNetStatCount);
+    CHECK(std::string(kNetStatNames[0]) == "arp_rx_requests");
+    CHECK(std::string(kNetStatNames[kNetStatCount - 1]) == "tx_no_buffer");
+    CHECK(sizeof(NetStats) == kNetStatCount * sizeof(uint64_t));
+    CHECK(std::string(neighbor_state_name(NeighborState::resolving)) == "resolving");
+}
