@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <algorithm>
@@ -744,4 +745,31 @@ TEST_CASE("NetStats: one name per field, in order") {
     CHECK(std::string(kNetStatNames[kNetStatCount - 1]) == "tx_no_buffer");
     CHECK(sizeof(NetStats) == kNetStatCount * sizeof(uint64_t));
     CHECK(std::string(neighbor_state_name(NeighborState::resolving)) == "resolving");
+}
+
+// Run by tests/scripts/check_nd_scapy.py (hidden otherwise): ARP and ND both ways into the pcap
+// named by HCAEMU_NET_PCAP, for scapy to decode and recompute.
+TEST_CASE("write ARP and ND frames to a pcap for scapy", "[.scapy]") {
+    const char* path = std::getenv("HCAEMU_NET_PCAP");
+    REQUIRE(path);
+    PcapWriter w(path);
+    REQUIRE(w.ok());
+    Bench b;
+    b.net.set_capture(&w);
+    pkt::Mac m{};
+    b.peer_send(arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA));  // request in, reply out
+    b.net_recv();
+    b.net.resolve(pkt::ipv4_mapped_gid(0xC6120003), m);            // request out
+    b.peer_send(nd(kSnMacA, kMacB, kIp6B, kSnA, 135, 0, kIp6A, &kMacB));  // NS in, NA out
+    b.net_recv();
+    const pkt::Ip6 c6{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56};
+    b.net.resolve(c6, m);                                           // NS out
+    const pkt::Ip6 ll = link_local_of(kMacA), ll_b = link_local_of(kMacB), sn = solicited_node(ll);
+    b.peer_send(nd(multicast_mac(sn), kMacB, ll_b, sn, 135, 0, ll, &kMacB));  // link-local NS in, NA out
+    b.net_recv();
+    b.net.set_capture(nullptr);
+    w.flush();
+    CHECK(b.net.net_stats().arp_tx_replies == 1);
+    CHECK(b.net.net_stats().nd_tx_na == 2);
+    CHECK(b.net.net_stats().nd_tx_ns == 1);
 }
