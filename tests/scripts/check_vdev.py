@@ -127,6 +127,8 @@ def check_memif(node, kills):
                    r.get("link_up_events") == str(sessions) and r.get("link_down_events") == str(sessions) and
                    r.get("downs") == str(sessions), srv.text())
             expect("memif server: no chained (dropped) frames", r.get("rx_dropped") == "0", srv.text())
+            errors = [l for l in srv.err if "rror" in l and "mp action callback" not in l]
+            expect("memif server: no DPDK error on its stderr", not errors, errors)
         finally:
             if srv.p.poll() is None:
                 srv.p.kill()
