@@ -312,7 +312,11 @@ LinkStats DpdkPort::link_stats() const {
 }
 
 void DpdkPort::close() {
-    if (lsc_) rte_eth_dev_callback_unregister(port_, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, this);
+    // -EAGAIN while the callback runs: wait for it (bounded), it must not outlive this object.
+    for (int i = 0; lsc_ && i < 10000; ++i) {
+        if (rte_eth_dev_callback_unregister(port_, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, this) != -EAGAIN) break;
+        usleep(100);
+    }
     lsc_ = false;
     if (started_) rte_eth_dev_stop(port_);
     started_ = false;
