@@ -151,7 +151,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
             return;
         }
         if (tracing()) {
-            TraceEvent ev{.kind = TraceKind::dma_write, .qpn = q.qpn, .psn = psn, .bytes = 8,
+            TraceEvent ev{.kind = TraceKind::dma_write, .qpn = q.qpn, .psn = psn, .bytes = 8, .count = 1,
                           .old_value = p.h.atomic_ack.orig};
             if (w.num_sge) {  // where the 8 bytes start
                 ev.addr = q.send_sges(n)[0].addr;

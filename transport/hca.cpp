@@ -214,7 +214,7 @@ void Hca::trace_dma_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sge
         }
         off -= sges[i].length;
     }
-    trace_dma(k, qpn, psn, addr, key, bytes);
+    trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = key, .bytes = bytes});
 }
 
 void Hca::tx_flush() {

@@ -53,10 +53,11 @@ struct TraceEvent {
     const SendWqe* wqe = nullptr;      // wqe_fetched
     uint64_t wr_id = 0;                // recv_wqe_taken
     uint64_t addr = 0;                 // dma_read, dma_write, atomic_done: where, with which key
-    uint32_t key = 0;
+    uint32_t key = 0;                  // an R_Key if `remote` (the peer's access), else an L_Key
+    bool remote = false;
     uint32_t bytes = 0;
-    uint32_t count = 0;                // wqe_fetched: PSNs; ack_received: MSN
-    uint64_t old_value = 0;            // atomic_done (and dma_write of an atomic's result)
+    uint32_t count = 0;                // wqe_fetched: PSNs; ack_received: MSN; dma_write: 1 for an atomic's result
+    uint64_t old_value = 0;            // atomic_done, and dma_write of an atomic's result: the value before
     uint64_t new_value = 0;
 };
 using TraceFn = void (*)(void* ctx, const TraceEvent& ev);
@@ -105,12 +106,14 @@ public:
     void trace_wc(uint32_t qpn, const Wc& wc) {
         if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::cqe, .qpn = qpn, .wc = &wc});
     }
-    // dma_read / dma_write of `bytes` at `addr` under `key` (a no-op when no trace is set).
-    void trace_dma(TraceKind k, uint32_t qpn, uint32_t psn, uint64_t addr, uint32_t key, uint32_t bytes) {
+    // dma_read / dma_write of `bytes` at `addr` under R_Key `rkey`, for the peer (a no-op when no
+    // trace is set).
+    void trace_dma(TraceKind k, uint32_t qpn, uint32_t psn, uint64_t addr, uint32_t rkey, uint32_t bytes) {
         if (trace_fn_)
-            trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = key, .bytes = bytes});
+            trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = rkey,
+                                             .remote = true, .bytes = bytes});
     }
-    // The same for a local SGE list at byte offset `off`: the address and key where it starts.
+    // The same for a local SGE list at byte offset `off`: the address and L_Key where it starts.
     void trace_dma_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
                         uint32_t bytes);
     void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE

@@ -375,7 +375,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                                          : r.orig == cmp_add      ? p.h.atomic.swap_add
                                                                   : r.orig;
                 trace(TraceEvent{.kind = TraceKind::atomic_done, .qpn = q.qpn, .psn = psn, .addr = va, .key = rkey,
-                                 .bytes = 8, .old_value = r.orig, .new_value = now_val});
+                                 .remote = true, .bytes = 8, .old_value = r.orig, .new_value = now_val});
             }
             pkt::Headers h = c.tmpl;
             h.bth.opcode = pkt::op::atomic_acknowledge;
