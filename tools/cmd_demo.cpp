@@ -112,7 +112,6 @@ struct Narrator {
     bool quiet = false;
     uint64_t frames = 0;
     uint64_t bad_frames = 0;   // frames that did not parse (none expected on this link)
-    std::string line;
 
     void say(const std::string& s) {
         if (!quiet) std::printf("%s\n", s.c_str());

@@ -201,9 +201,8 @@ void Hca::fatal(QpCtx& c, WcStatus status, WcOpcode op) {
     dev_.qp_to_error(c.qp, EventType::qp_fatal);
 }
 
-void Hca::trace_dma_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
-                         uint32_t bytes) {
-    if (!trace_fn_) return;
+void Hca::trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
+                     uint32_t bytes) {
     uint64_t addr = 0;
     uint32_t key = 0;
     for (uint32_t i = 0; i < nsge; ++i) {

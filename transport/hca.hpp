@@ -115,7 +115,9 @@ public:
     }
     // The same for a local SGE list at byte offset `off`: the address and L_Key where it starts.
     void trace_dma_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
-                        uint32_t bytes);
+                        uint32_t bytes) {
+        if (trace_fn_) trace_sges(k, qpn, psn, sges, nsge, off, bytes);
+    }
     void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
     void fatal(QpCtx& c, WcStatus status, WcOpcode op);  // error CQE on the head WQE, QP to ERR
     uint64_t now() const { return clock_.now_ns(); }
@@ -141,6 +143,8 @@ private:
     void receive(port::Frame& f);
     void tx_flush();
     QpCtx& fresh_ctx(QpObj& qp);
+    void trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
+                    uint32_t bytes);
 
     Device& dev_;
     port::Port& port_;
