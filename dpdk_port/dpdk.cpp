@@ -202,6 +202,14 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
                     "for mtu 9000)";
             return nullptr;
         }
+        // The kernel fills each block with whole frames; the PMD addresses frame i at i * framesz,
+        // so the two only agree when blocksz is a multiple of framesz (the PMD does not check).
+        const uint32_t blocksz = devarg_u32(args, "blocksz", uint32_t(getpagesize()));
+        if (blocksz % framesz != 0) {
+            error = where + ": blocksz=" + std::to_string(blocksz) + " is not a multiple of framesz=" +
+                    std::to_string(framesz) + ": the PMD would read frames where the kernel did not put them";
+            return nullptr;
+        }
         room = std::max(room, framesz - 32);
     }
     room += RTE_PKTMBUF_HEADROOM;
@@ -304,7 +312,11 @@ LinkStats DpdkPort::link_stats() const {
 }
 
 void DpdkPort::close() {
-    if (lsc_) rte_eth_dev_callback_unregister(port_, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, this);
+    // -EAGAIN while the callback runs: wait for it (bounded), it must not outlive this object.
+    for (int i = 0; lsc_ && i < 10000; ++i) {
+        if (rte_eth_dev_callback_unregister(port_, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, this) != -EAGAIN) break;
+        usleep(100);
+    }
     lsc_ = false;
     if (started_) rte_eth_dev_stop(port_);
     started_ = false;

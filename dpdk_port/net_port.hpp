@@ -40,7 +40,7 @@ namespace hcaemu::port {
 
 struct NetConfig {
     std::optional<uint32_t> ip4;  // host order, as pkt::Ipv4Hdr holds addresses
-    uint8_t prefix4 = 24;
+    uint8_t prefix4 = 24;         // prefixes: kept for an on-link check; unused today (no router)
     std::optional<pkt::Ip6> ip6;  // also answers for the link-local fe80::EUI-64 of the MAC
     uint8_t prefix6 = 64;
     uint64_t retry_ns = 1'000'000'000;  // between ARP requests / solicitations

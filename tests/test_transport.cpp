@@ -824,3 +824,117 @@ TEST_CASE("seed sweep: every RC operation interleaved in one send queue, 40 seed
             }
         }
 }
+
+namespace {
+
+// The trace hook's story of a WQE, one string per event (frames received left out): the emitting
+// side, the event, its PSN and its facts; addresses as offsets into that side's own MR and keys
+// named by which of its keys they are (L_Key, R_Key).
+struct StoryCtx {
+    std::vector<std::string>* out;
+    SimPair* p;
+    int side;
+};
+
+void story_event(void* ctx, const transport::TraceEvent& ev) {
+    auto* sc = static_cast<StoryCtx*>(ctx);
+    using transport::TraceKind;
+    if (ev.kind == TraceKind::rx) return;
+    const SimPair::Side& s = sc->p->side[sc->side];
+    std::string e = std::string(sc->side ? "B " : "A ") + transport::kTraceKindName[size_t(ev.kind)];
+    auto key = [&] {
+        if (ev.remote) return ev.key == s.mr.rkey() ? "R" : "R?";
+        return ev.key == s.mr.lkey() ? "L" : "L?";
+    };
+    switch (ev.kind) {
+    case TraceKind::tx: {
+        pkt::Packet pk;
+        REQUIRE(pkt::parse({ev.frame, ev.len}, pk) == pkt::ParseError::ok);
+        e += std::string(" ") + pk.op->id + " psn=" + std::to_string(ev.psn);
+        break;
+    }
+    case TraceKind::wqe_fetched:
+        e += " psn=" + std::to_string(ev.psn) + " psns=" + std::to_string(ev.count) + " wr=" + std::to_string(ev.wqe->wr_id);
+        break;
+    case TraceKind::recv_wqe_taken: e += " psn=" + std::to_string(ev.psn) + " wr=" + std::to_string(ev.wr_id); break;
+    case TraceKind::dma_read:
+    case TraceKind::dma_write:
+    case TraceKind::atomic_done:
+        e += " psn=" + std::to_string(ev.psn) + " at=" + std::to_string(ev.addr - s.mr.addr()) + " " + key() +
+             " bytes=" + std::to_string(ev.bytes);
+        if (ev.kind == TraceKind::atomic_done || ev.count == 1)
+            e += " old=" + std::to_string(ev.old_value) + (ev.kind == TraceKind::atomic_done ? " new=" + std::to_string(ev.new_value) : "");
+        break;
+    case TraceKind::ack_received: e += " psn=" + std::to_string(ev.psn) + " msn=" + std::to_string(ev.count); break;
+    case TraceKind::cqe:
+        e += " wr=" + std::to_string(ev.wc->wr_id) + " " + name(ev.wc->opcode) + " " + name(ev.wc->status) + " " +
+             std::to_string(ev.wc->byte_len);
+        break;
+    default: e += " psn=" + std::to_string(ev.psn); break;
+    }
+    sc->out->push_back(e);
+}
+
+void check_story(std::vector<std::string>& got, const std::vector<std::string>& want) {
+    std::string g, w;
+    for (const auto& s : got) g += s + "\n";
+    for (const auto& s : want) w += s + "\n";
+    CHECK(g == w);
+    got.clear();
+}
+
+}  // namespace
+
+TEST_CASE("trace: each step of a WRITE, a SEND, a READ and a FetchAdd, with PSNs, addresses, keys and values",
+          "[transport][trace]") {
+    Bench b(rc_config());
+    std::vector<std::string> got;
+    StoryCtx ctx[2] = {{&got, &b.p, 0}, {&got, &b.p, 1}};
+    for (int i = 0; i < 2; ++i) b.p.side[i].hca->set_trace(story_event, &ctx[i]);
+    b.fill(0, 0, 3000, 1);
+
+    REQUIRE(b.post(0, WrOpcode::rdma_write, 0, 3000, 8192, 1) == Status::ok);
+    REQUIRE(b.wait_cqes(1, 0));
+    check_story(got, {
+        "A wqe-fetched psn=256 psns=3 wr=1",
+        "A dma-read psn=256 at=0 L bytes=1024", "A tx RC_RDMA_WRITE_FIRST psn=256",
+        "A dma-read psn=257 at=1024 L bytes=1024", "A tx RC_RDMA_WRITE_MIDDLE psn=257",
+        "A dma-read psn=258 at=2048 L bytes=952", "A tx RC_RDMA_WRITE_LAST psn=258",
+        "B dma-write psn=256 at=8192 R bytes=1024", "B dma-write psn=257 at=9216 R bytes=1024",
+        "B dma-write psn=258 at=10240 R bytes=952", "B tx RC_ACKNOWLEDGE psn=258",
+        "A ack-received psn=258 msn=1", "A cqe wr=1 RDMA_WRITE success 3000",
+    });
+
+    REQUIRE(b.post_recv(1, 16384, 200, 9) == Status::ok);
+    REQUIRE(b.post(0, WrOpcode::send, 100, 100, 0, 2) == Status::ok);
+    REQUIRE(b.wait_cqes(2, 1));
+    check_story(got, {
+        "A wqe-fetched psn=259 psns=1 wr=2",
+        "A dma-read psn=259 at=100 L bytes=100", "A tx RC_SEND_ONLY psn=259",
+        "B recv-wqe-taken psn=259 wr=9", "B dma-write psn=259 at=16384 L bytes=100",
+        "B cqe wr=9 RECV success 100", "B tx RC_ACKNOWLEDGE psn=259",
+        "A ack-received psn=259 msn=2", "A cqe wr=2 SEND success 100",
+    });
+
+    REQUIRE(b.post(0, WrOpcode::rdma_read, 24576, 2048, 8192, 3) == Status::ok);
+    REQUIRE(b.wait_cqes(3, 1));
+    check_story(got, {
+        "A wqe-fetched psn=260 psns=2 wr=3", "A tx RC_RDMA_READ_REQUEST psn=260",
+        "B dma-read psn=260 at=8192 R bytes=1024", "B tx RC_RDMA_READ_RESPONSE_FIRST psn=260",
+        "B dma-read psn=261 at=9216 R bytes=1024", "B tx RC_RDMA_READ_RESPONSE_LAST psn=261",
+        "A dma-write psn=260 at=24576 L bytes=1024", "A dma-write psn=261 at=25600 L bytes=1024",
+        "A cqe wr=3 RDMA_READ success 2048",
+    });
+    CHECK(std::memcmp(b.mem(0) + 24576, b.mem(0), 2048) == 0);
+
+    const uint64_t before = 5;
+    std::memcpy(b.mem(1) + 32768, &before, 8);
+    REQUIRE(b.post(0, WrOpcode::atomic_fetch_and_add, 40960, 8, 32768, 4, send_flag::signaled, 3) == Status::ok);
+    REQUIRE(b.wait_cqes(4, 1));
+    check_story(got, {
+        "A wqe-fetched psn=262 psns=1 wr=4", "A tx RC_FETCH_ADD psn=262",
+        "B atomic-done psn=262 at=32768 R bytes=8 old=5 new=8", "B tx RC_ATOMIC_ACKNOWLEDGE psn=262",
+        "A dma-write psn=262 at=40960 L bytes=8 old=5", "A cqe wr=4 FETCH_ADD success 8",
+    });
+    for (int i = 0; i < 2; ++i) b.p.side[i].hca->set_trace(nullptr, nullptr);
+}

@@ -8,7 +8,8 @@
 //   vdev_node dpdk ROLE [--port NAME] [--mtu N] [options] -- EAL-ARGS...
 //   vdev_node raw ROLE --iface NAME [--mtu N] [options]
 // ROLE: send (--count N, --stream: then keep sending until killed) or echo (--count N frames, or
-// --sessions K: until the link has gone down K times). Every loop ends after --seconds.
+// --sessions K: until the link has gone down K times). Every loop ends after --seconds. A sender
+// with --go-file PATH waits for PATH to exist before its first frame.
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
@@ -201,7 +202,7 @@ private:
 };
 
 struct Options {
-    std::string kind, role, port, iface;
+    std::string kind, role, port, iface, go_file;
     uint32_t mtu = 1500;
     uint32_t count = 100;
     uint32_t sessions = 0;
@@ -237,6 +238,7 @@ Options parse(int argc, char** argv) {
             for (++i; i < argc; ++i) o.eal.push_back(argv[i]);
         } else if (a == "--port") o.port = val();
         else if (a == "--iface") o.iface = val();
+        else if (a == "--go-file") o.go_file = val();
         else if (a == "--mtu") o.mtu = uint32_t(std::stoul(val()));
         else if (a == "--count") o.count = uint32_t(std::stoul(val()));
         else if (a == "--sessions") o.sessions = uint32_t(std::stoul(val()));
@@ -322,12 +324,14 @@ int run_send(Link& link, const Options& o) {
     uint64_t ok = 0, bad = 0, other = 0;
     while (!link.link_up() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     say(link.link_up() ? "link up" : "link down");
+    // The peer may need this port to exist before it can listen (net_tap creates the interface).
+    while (!o.go_file.empty() && access(o.go_file.c_str(), F_OK) != 0 && Clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     bool streaming = false;
     Idle idle;
     auto last_progress = Clock::now();
     while (Clock::now() < end) {
-        const bool more = o.stream || next < o.count;
-        while (more && outstanding.size() < o.window) {
+        while ((o.stream || next < o.count) && outstanding.size() < o.window) {
             const uint32_t len = sizes[next % sizes.size()];
             make_frame(f.data(), kRequest, next, len);
             if (!link.send(f.data(), len)) break;

@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <cstring>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -151,6 +153,10 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     if (!a->dpdk_) return nullptr;
 
     port::NetConfig nc;
+    // Faster first tries than Linux's 1 s (a vdev link may come up just after the first request),
+    // the same 3 s before giving up.
+    nc.retry_ns = 250'000'000;
+    nc.tries = 12;
     if (a->ip_.v4) {
         nc.ip4 = pkt::ipv4_of_mapped(a->ip_.gid);
         nc.prefix4 = a->ip_.prefix;

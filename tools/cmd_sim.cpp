@@ -98,6 +98,15 @@ void on_event(void* ctx, const transport::TraceEvent& ev) {
     Tracer& t = *st->t;
     if (!t.on) return;
     using transport::TraceKind;
+    switch (ev.kind) {
+    case TraceKind::wqe_fetched:
+    case TraceKind::recv_wqe_taken:
+    case TraceKind::dma_read:
+    case TraceKind::dma_write:
+    case TraceKind::atomic_done:
+    case TraceKind::ack_received: return;  // the steps `hcaemu demo` narrates; the packets tell them here
+    default: break;
+    }
     t.prefix(st->side);
     switch (ev.kind) {
     case TraceKind::tx: t.frame(ev.frame, ev.len, "send  "); return;

@@ -13,9 +13,13 @@ constexpr const char* kHelp =
     "hcaemu is a software RoCE v2 HCA. Subcommands:\n"
     "  dissect FILE.pcap   decode every RoCE v2 frame of a capture: headers, fields, ICRC, and\n"
     "                      what each field means to the HCA (--brief, --json)\n"
-    "  demo                write a capture of one frame of every RoCE v2 opcode and dissect it\n"
+    "  demo                two HCAs on the embedded DPDK link perform SEND, WRITE, READ and\n"
+    "                      atomics, told step by step, verified and captured (--samples: one\n"
+    "                      frame of every RoCE v2 opcode, dissected)\n"
     "  sim                 two HCAs over an in-memory wire in virtual time, with seeded faults:\n"
     "                      every packet and event traced, memory and completions verified\n"
+    "  pingpong [HOST]     ibv_rc_pingpong's SEND ping-pong on an hcaemu HCA over DPDK, facing\n"
+    "                      an unmodified ibv_rc_pingpong (same flags, same exchange, same output)\n"
     "  perf TEST [SERVER]  perftest's ib_<TEST> (write_bw, read_bw, send_bw, atomic_bw, write_lat,\n"
     "                      read_lat, send_lat, atomic_lat) over DPDK, facing hcaemu or perftest\n"
     "\n"
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
     if (sub == "dissect") return hcaemu::tools::cmd_dissect(argc - 1, argv + 1);
     if (sub == "demo") return hcaemu::tools::cmd_demo(argc - 1, argv + 1);
     if (sub == "sim") return hcaemu::tools::cmd_sim(argc - 1, argv + 1);
+    if (sub == "pingpong") return hcaemu::tools::cmd_pingpong(argc - 1, argv + 1);
     if (sub == "perf") return hcaemu::tools::cmd_perf(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;

@@ -1,6 +1,6 @@
 #include "tools/oob_tcp.hpp"
 
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
 
 #include <boost/asio.hpp>
 #include <chrono>
@@ -19,20 +19,22 @@ struct OobConn::Impl {
 
 namespace {
 
-// Runs the io_context until `done` or the deadline; on the deadline, cancels `s` and waits for the
-// cancelled handlers. False when the deadline passed first.
+// Runs the io_context until `done` or the deadline, calling `idle` in between; on the deadline,
+// cancels `s` and waits for the cancelled handlers. False when the deadline passed first.
 template <class Closable>
 bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms,
-               const OobConn::Idle& idle = {}) {
+               const std::function<bool()>& idle = {}) {
     io.restart();
-    if (idle) {
+    if (!idle) {
+        io.run_for(std::chrono::milliseconds(timeout_ms));
+    } else {
         const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         while (!done && std::chrono::steady_clock::now() < end) {
-            io.poll();
-            if (!done) idle();
+            const size_t ran = io.poll();
+            if (io.stopped()) io.restart();
+            if (!done && !idle() && !ran) io.run_for(std::chrono::microseconds(100));
+            if (io.stopped()) io.restart();
         }
-    } else {
-        io.run_for(std::chrono::milliseconds(timeout_ms));
     }
     if (done) return true;
     error_code ignored;
@@ -53,7 +55,8 @@ OobConn::~OobConn() {
     }
 }
 
-std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std::string& err) {
+std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std::string& err,
+                                         std::function<bool()> idle) {
     auto impl = std::make_unique<Impl>();
     error_code ec;
     tcp::acceptor acc(impl->io);
@@ -79,7 +82,7 @@ std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std
         aec = e;
         done = true;
     });
-    if (!run_until(impl->io, acc, done, timeout_ms) || aec) {
+    if (!run_until(impl->io, acc, done, timeout_ms, idle) || aec) {
         err = aec && aec != asio::error::operation_aborted
                   ? "accept on TCP port " + std::to_string(port) + ": " + aec.message()
                   : "no client connected to TCP port " + std::to_string(port) + " within " +
@@ -87,11 +90,13 @@ std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std
         return nullptr;
     }
     impl->sock.set_option(tcp::no_delay(true), ec);
-    return std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+    auto c = std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+    c->set_idle(std::move(idle));
+    return c;
 }
 
 std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port, uint64_t timeout_ms,
-                                          std::string& err) {
+                                          std::string& err, std::function<bool()> idle) {
     auto impl = std::make_unique<Impl>();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     error_code ec;
@@ -112,28 +117,32 @@ std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port
             cec = e;
             done = true;
         });
-        if (run_until(impl->io, impl->sock, done, std::max<uint64_t>(left, 1)) && !cec) {
+        if (run_until(impl->io, impl->sock, done, std::max<uint64_t>(left, 1), idle) && !cec) {
             impl->sock.set_option(tcp::no_delay(true), ec);
-            return std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+            auto c = std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+            c->set_idle(std::move(idle));
+            return c;
         }
         last = cec ? cec.message() : "timed out";
         impl->sock.close(ec);
         // The server may not be listening yet (it starts in parallel): try again shortly.
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (std::chrono::steady_clock::now() < until)
+            if (!idle || !idle()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     err = "cannot connect to " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_ms / 1000) +
           " s (" + last + ")";
     return nullptr;
 }
 
-bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle) {
+bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err) {
     bool done = false;
     error_code rec;
     asio::async_read(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
         rec = e;
         done = true;
     });
-    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, idle)) {
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
         err = "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
         return false;
     }
@@ -145,14 +154,14 @@ bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::strin
     return true;
 }
 
-bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err, const Idle& idle) {
+bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err) {
     bool done = false;
     error_code wec;
     asio::async_write(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
         wec = e;
         done = true;
     });
-    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, idle)) {
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
         err = "the peer took nothing for " + std::to_string(timeout_ms / 1000) + " s";
         return false;
     }

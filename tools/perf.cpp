@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "tools/oob.hpp"
 #include "tools/oob_tcp.hpp"
@@ -68,22 +67,18 @@ private:
 
     // ---- the out-of-band exchange ----
     // While waiting for the peer's message, the HCA keeps turning (it answers the peer's
-    // requests): flat out while there is traffic, napping once it has been quiet for 1 ms.
-    void idle() {
+    // requests): flat out while there is traffic; once it has been quiet for 1 ms, the wait may
+    // nap (OobConn sleeps on its socket when this says nothing was done).
+    bool idle() {
         const uint64_t t = now_ns();
-        if (env_.poll())
-            last_busy_ns_ = t;
-        else if (t - last_busy_ns_ > 1'000'000)
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        if (env_.poll()) last_busy_ns_ = t;
+        return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
     bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what) {
-        const auto idle = [this] { this->idle(); };
         std::string e;
-        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e, idle) &&
-                                conn_.read_exact(theirs, o_.oob_timeout_ms, e, idle)
-                          : conn_.read_exact(theirs, o_.oob_timeout_ms, e, idle) &&
-                                conn_.write_all(mine, o_.oob_timeout_ms, e, idle);
+        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, o_.oob_timeout_ms, e)
+                          : conn_.read_exact(theirs, o_.oob_timeout_ms, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
         if (!ok) return fail(std::string("out-of-band exchange (") + what + "): " + e);
         return true;
     }
@@ -220,6 +215,7 @@ bool Session::close(bool eof_ok) {
     if (!barrier()) return eof_ok && conn_.peer_closed();
     // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
     // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
+    conn_.set_idle({});
     const auto d = oob::format_done();
     std::string e;
     if (!conn_.write_all(d, o_.oob_timeout_ms, e)) return fail("out-of-band exchange (done): " + e);
@@ -663,6 +659,7 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
 }
 
 int Session::run() {
+    conn_.set_idle([this] { return idle(); });
     if (!setup()) return 1;
     if (!handshake_start()) return 1;
     print_info();

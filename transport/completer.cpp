@@ -78,6 +78,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         switch (a.type()) {
         case pkt::AethType::ack:
             // Everything up to and including psn is acknowledged.
+            if (tracing()) trace(TraceEvent{.kind = TraceKind::ack_received, .qpn = q.qpn, .psn = psn, .count = a.msn});
             if (retire_before(*this, c, psn_next(psn))) progress(*this, c);
             return;
         case pkt::AethType::rnr_nak: {
@@ -149,6 +150,15 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
             fatal(c, WcStatus::loc_prot_err, wc_opcode_for(w.opcode));
             return;
         }
+        if (tracing()) {
+            TraceEvent ev{.kind = TraceKind::dma_write, .qpn = q.qpn, .psn = psn, .bytes = 8, .count = 1,
+                          .old_value = p.h.atomic_ack.orig};
+            if (w.num_sge) {  // where the 8 bytes start
+                ev.addr = q.send_sges(n)[0].addr;
+                ev.key = q.send_sges(n)[0].lkey;
+            }
+            trace(ev);
+        }
         --c.rd_atomic_out;
         c.una = psn_next(psn);
         Wc wc;
@@ -191,6 +201,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         fatal(c, WcStatus::loc_prot_err, WcOpcode::rdma_read);
         return;
     }
+    if (plen) trace_dma_sges(TraceKind::dma_write, q.qpn, psn, q.send_sges(n), w.num_sge, t.read_rcvd, plen);
     t.read_rcvd += plen;
     c.una = psn_next(psn);
     if (last) {

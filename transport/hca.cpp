@@ -210,6 +210,21 @@ void Hca::fatal(QpCtx& c, WcStatus status, WcOpcode op) {
     dev_.qp_to_error(c.qp, EventType::qp_fatal);
 }
 
+void Hca::trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
+                     uint32_t bytes) {
+    uint64_t addr = 0;
+    uint32_t key = 0;
+    for (uint32_t i = 0; i < nsge; ++i) {
+        if (off < sges[i].length) {
+            addr = sges[i].addr + off;
+            key = sges[i].lkey;
+            break;
+        }
+        off -= sges[i].length;
+    }
+    trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = key, .bytes = bytes});
+}
+
 void Hca::tx_flush() {
     uint32_t sent = 0;
     while (sent < ntx_) {

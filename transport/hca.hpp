@@ -25,14 +25,22 @@ struct HcaConfig {
     uint32_t tx_budget = 64;           // packets one QP may send per poll turn (fairness)
 };
 
-// Events worth a line in a trace (`hcaemu sim`), beside the packets themselves.
+// Events worth a line in a trace (`hcaemu sim`, `hcaemu demo`), beside the packets themselves.
+// The last ones tell a WQE's way through the HCA step by step (`hcaemu demo` narrates them).
 enum class TraceKind : uint8_t {
     tx, rx, rx_error, retransmit, nak_sent, rnr_nak_sent, rnr_wait, ack_timeout, cqe, qp_error,
     duplicate, out_of_sequence,
+    wqe_fetched,     // requester: a send WQE starts (wqe, psn = its first PSN, count = its PSNs)
+    recv_wqe_taken,  // responder: a receive WQE taken for a SEND (wr_id)
+    dma_read,        // bytes read from memory (addr, key, bytes): a request's or READ response's payload
+    dma_write,       // bytes written to memory (addr, key, bytes): SEND/WRITE data, READ data, atomic result
+    atomic_done,     // responder: an atomic executed at addr/key (old_value, new_value)
+    ack_received,    // completer: an ACK for psn (count = its MSN)
 };
-inline constexpr std::array<const char*, 12> kTraceKindName = {
+inline constexpr std::array<const char*, 18> kTraceKindName = {
     "tx", "rx", "rx-error", "retransmit", "nak-sent", "rnr-nak-sent", "rnr-wait", "ack-timeout",
-    "cqe", "qp-error", "duplicate", "out-of-sequence"};
+    "cqe", "qp-error", "duplicate", "out-of-sequence", "wqe-fetched", "recv-wqe-taken", "dma-read",
+    "dma-write", "atomic-done", "ack-received"};
 
 struct TraceEvent {
     TraceKind kind = TraceKind::tx;
@@ -42,6 +50,15 @@ struct TraceEvent {
     uint32_t len = 0;
     pkt::ParseError error = pkt::ParseError::ok;
     const Wc* wc = nullptr;            // cqe
+    const SendWqe* wqe = nullptr;      // wqe_fetched
+    uint64_t wr_id = 0;                // recv_wqe_taken
+    uint64_t addr = 0;                 // dma_read, dma_write, atomic_done: where, with which key
+    uint32_t key = 0;                  // an R_Key if `remote` (the peer's access), else an L_Key
+    bool remote = false;
+    uint32_t bytes = 0;
+    uint32_t count = 0;                // wqe_fetched: PSNs; ack_received: MSN; dma_write: 1 for an atomic's result
+    uint64_t old_value = 0;            // atomic_done, and dma_write of an atomic's result: the value before
+    uint64_t new_value = 0;
 };
 using TraceFn = void (*)(void* ctx, const TraceEvent& ev);
 
@@ -79,11 +96,27 @@ public:
     Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
     Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn);  // an ACK or NAK
     void schedule(QpCtx& c);
+    bool tracing() const { return trace_fn_ != nullptr; }
+    void trace(const TraceEvent& ev) {
+        if (trace_fn_) trace_fn_(trace_ctx_, ev);
+    }
     void trace(TraceKind k, uint32_t qpn, uint32_t psn) {
-        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{k, qpn, psn, nullptr, 0, pkt::ParseError::ok, nullptr});
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn});
     }
     void trace_wc(uint32_t qpn, const Wc& wc) {
-        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::cqe, qpn, 0, nullptr, 0, pkt::ParseError::ok, &wc});
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::cqe, .qpn = qpn, .wc = &wc});
+    }
+    // dma_read / dma_write of `bytes` at `addr` under R_Key `rkey`, for the peer (a no-op when no
+    // trace is set).
+    void trace_dma(TraceKind k, uint32_t qpn, uint32_t psn, uint64_t addr, uint32_t rkey, uint32_t bytes) {
+        if (trace_fn_)
+            trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = rkey,
+                                             .remote = true, .bytes = bytes});
+    }
+    // The same for a local SGE list at byte offset `off`: the address and L_Key where it starts.
+    void trace_dma_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
+                        uint32_t bytes) {
+        if (trace_fn_) trace_sges(k, qpn, psn, sges, nsge, off, bytes);
     }
     void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
     void fatal(QpCtx& c, WcStatus status, WcOpcode op);  // error CQE on the head WQE, QP to ERR
@@ -116,6 +149,8 @@ private:
     void receive(port::Frame& f);
     void tx_flush();
     QpCtx& fresh_ctx(QpObj& qp);
+    void trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
+                    uint32_t bytes);
 
     Device& dev_;
     port::Port& port_;
@@ -152,7 +187,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
     dev_.counters().add(Counter::sent_pkts);
     dev_.counters().add(Counter::sent_bytes, f.len);
     if (trace_fn_)
-        trace_fn_(trace_ctx_, TraceEvent{TraceKind::tx, h.bth.dest_qp, h.bth.psn, f.data, f.len, pkt::ParseError::ok, nullptr});
+        trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::tx, .qpn = h.bth.dest_qp, .psn = h.bth.psn, .frame = f.data, .len = f.len});
     txq_[ntx_++] = f;
     if (ntx_ == txq_.size()) tx_flush();
     return Tx::ok;

@@ -10,10 +10,10 @@ void Hca::receive(port::Frame& f) {
     const pkt::ParseError e = pkt::parse({f.data, f.len}, p);
     if (e != pkt::ParseError::ok) {
         dev_.counters().rx_error(e);
-        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::rx_error, 0, 0, f.data, f.len, e, nullptr});
+        if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::rx_error, .frame = f.data, .len = f.len, .error = e});
         return;
     }
-    if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{TraceKind::rx, p.h.bth.dest_qp, p.h.bth.psn, f.data, f.len, e, nullptr});
+    if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::rx, .qpn = p.h.bth.dest_qp, .psn = p.h.bth.psn, .frame = f.data, .len = f.len});
     QpCtx* c = ctx(p.h.bth.dest_qp);
     const QpState st = c ? c->qp->state() : QpState::reset;
     // Requests need RTR or later; responses need a send queue (RTS, SQD). CNPs are counted.

@@ -91,6 +91,8 @@ void Hca::req_run(QpCtx& c) {
             t.started = true;
             if (rd) ++c.rd_atomic_out;
             c.next_off = 0;
+            if (tracing())
+                trace(TraceEvent{.kind = TraceKind::wqe_fetched, .qpn = q.qpn, .psn = t.first_psn, .wqe = &w, .count = t.npsn});
         }
 
         pkt::Headers h;
@@ -141,7 +143,9 @@ void Hca::req_run(QpCtx& c) {
                 std::memcpy(out.data(), q.send_inline(n) + off, out.size());
                 return true;
             }
-            return dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out) == MrError::ok;
+            if (dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out) != MrError::ok) return false;
+            trace_dma_sges(TraceKind::dma_read, q.qpn, h.bth.psn, q.send_sges(n), w.num_sge, off, uint32_t(out.size()));
+            return true;
         });
         if (r == Tx::no_buffer) {
             schedule(c);  // the port's pool is empty: continue next turn

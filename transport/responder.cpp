@@ -67,6 +67,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             return;
         }
         c.have_wqe = true;
+        if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
         // The first 40 bytes of the buffer receive the GRH: for IPv4, the IP header in its last 20.
         uint8_t grh[40] = {};
         const uint8_t* ip = p.frame + p.l3_off;
@@ -84,6 +85,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             complete_recv(*this, c, WcStatus::loc_prot_err, WcOpcode::recv, 0, nullptr);
             return;
         }
+        trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), nsge, 0, total);
         Wc wc;
         wc.wr_id = c.rwqe.wr_id;
         wc.opcode = WcOpcode::recv;
@@ -231,6 +233,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             }
             c.have_wqe = true;
             c.recv_off = 0;
+            if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
         }
         if (c.recv_off + plen > c.rwqe.length) {
             counters().add(Counter::resp_local_length_error);
@@ -243,6 +246,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
             invalid(pkt::NakCode::remote_op_error, Counter::resp_invalid_request);
             return;
         }
+        if (plen) trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), c.rwqe.num_sge, c.recv_off, plen);
         c.recv_off += plen;
         if (rc) c.epsn = psn_next(psn);
         if (oi.is_last()) {
@@ -297,11 +301,13 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                 return;
             }
             c.have_wqe = true;
+            if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
         }
         if (plen && dev_.dma().remote_write(q.pd, c.write_rkey, c.write_va, p.payload()) != MrError::ok) {
             invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
             return;
         }
+        if (plen) trace_dma(TraceKind::dma_write, q.qpn, psn, c.write_va, c.write_rkey, plen);
         c.write_va += plen;
         c.write_left -= plen;
         if (rc) c.epsn = psn_next(psn);
@@ -363,6 +369,14 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                 invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
                 return;
             }
+            if (tracing()) {
+                // The value now in memory (IBTA 9.4): swapped only if it equalled the compare value.
+                const uint64_t now_val = aop == AtomicOp::fetch_add ? r.orig + cmp_add
+                                         : r.orig == cmp_add      ? p.h.atomic.swap_add
+                                                                  : r.orig;
+                trace(TraceEvent{.kind = TraceKind::atomic_done, .qpn = q.qpn, .psn = psn, .addr = va, .key = rkey,
+                                 .remote = true, .bytes = 8, .old_value = r.orig, .new_value = now_val});
+            }
             pkt::Headers h = tmpl(c);
             h.bth.opcode = pkt::op::atomic_acknowledge;
             h.bth.psn = psn;
@@ -412,7 +426,9 @@ bool Hca::resp_send_reads(QpCtx& c, uint32_t budget) {
             h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
             const uint64_t va = r.va + r.next_off;
             const Tx t = send(h, plen, [&](std::span<uint8_t> out) {
-                return dev_.dma().remote_read(q.pd, r.rkey, va, out) == MrError::ok;
+                if (dev_.dma().remote_read(q.pd, r.rkey, va, out) != MrError::ok) return false;
+                trace_dma(TraceKind::dma_read, q.qpn, h.bth.psn, va, r.rkey, uint32_t(out.size()));
+                return true;
             });
             if (t == Tx::no_buffer) return false;
             if (t == Tx::dma_error) {  // the MR went away or changed since the request: access error

@@ -81,14 +81,18 @@ def main():
         rc, out, err = run([h, "dissect", p("rawip.pcap")])
         expect("non-Ethernet link type", rc == 2 and "not Ethernet" in err, (rc, err))
 
-        # The demo capture: every frame a good RoCE v2 frame, in every output format.
-        rc, out, err = run([h, "demo", "--quiet", "--pcap", p("demo.pcap")])
-        expect("demo --quiet", rc == 0 and "wrote 51 frames" in out, (rc, out, err))
-        rc, out, err = run([h, "demo", "--pcap", p("demo2.pcap")])
-        expect("demo", rc == 0 and "51 with a good ICRC" in out and "# RC SEND First" in out, (rc, err))
+        # The sample capture (one frame of every opcode): every frame a good RoCE v2 frame, in
+        # every output format. (The run on the link is checked by check_demo.py.)
+        rc, out, err = run([h, "demo", "--samples", "--quiet", "--pcap", p("demo.pcap")])
+        expect("demo --samples --quiet", rc == 0 and "wrote 51 frames" in out, (rc, out, err))
+        rc, out, err = run([h, "demo", "--samples", "--pcap", p("demo2.pcap")])
+        expect("demo --samples", rc == 0 and "51 with a good ICRC" in out and "# RC SEND First" in out, (rc, err))
+        rc, out, err = run([h, "demo", "--samples", "--brief", "--pcap", p("demo3.pcap")])
+        expect("demo --samples --brief", rc == 0 and "# RC SEND First" not in out and
+               "RC RDMA READ response Middle QP=0x000011 PSN=301" in out, (rc, err))
         rc, out, err = run([h, "demo", "--frobnicate"])
         expect("demo bad argument", rc == 2, (rc, err))
-        rc, out, err = run([h, "demo", "--pcap", os.path.join(tmp, "no", "such", "dir.pcap")])
+        rc, out, err = run([h, "demo", "--samples", "--pcap", os.path.join(tmp, "no", "such", "dir.pcap")])
         expect("demo unwritable file", rc == 2 and "dir.pcap" in err, (rc, err))
         frames = frames_of(p("demo.pcap"))
         expect("demo frame count", len(frames) == 51, len(frames))

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Cross-check hcaemu's decode against two independent decoders, tshark and scapy.
 
-For the capture hcaemu makes itself (`hcaemu demo`: every opcode, IPv6, VLAN) and for every Linux
-rxe capture in --captures (skipped with a message when absent):
+For the captures hcaemu makes itself (`hcaemu demo --samples`: every opcode, IPv6, VLAN; `hcaemu
+demo`: what two HCAs sent each other on the embedded link) and for every Linux rxe capture in --captures (skipped with a message when absent):
   - tshark decodes every frame without a malformed-packet or error-level expert finding;
   - the opcode counts tshark reports equal hcaemu's;
   - field by field, for every RoCE v2 frame: opcode, DestQP, PSN, AckReq, SE, M, PadCnt, TVer,
@@ -183,11 +183,17 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         demo = os.path.join(tmp, "demo.pcap")
-        rc, _, err = run([a.hcaemu, "demo", "--quiet", "--pcap", demo])
+        rc, _, err = run([a.hcaemu, "demo", "--samples", "--quiet", "--pcap", demo])
+        if rc != 0:
+            print(f"hcaemu demo --samples failed: {err}")
+            return 1
+        # What two HCAs really sent each other on the embedded link (SEND, WRITE, READ, atomics).
+        link = os.path.join(tmp, "demo-link.pcap")
+        rc, _, err = run([a.hcaemu, "demo", "--quiet", "--pcap", link])
         if rc != 0:
             print(f"hcaemu demo failed: {err}")
             return 1
-        files = [demo]
+        files = [demo, link]
         if a.captures and os.path.isdir(a.captures):
             files += sorted(os.path.join(a.captures, f) for f in os.listdir(a.captures) if f.endswith(".pcap"))
         else:

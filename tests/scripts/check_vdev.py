@@ -127,6 +127,8 @@ def check_memif(node, kills):
                    r.get("link_up_events") == str(sessions) and r.get("link_down_events") == str(sessions) and
                    r.get("downs") == str(sessions), srv.text())
             expect("memif server: no chained (dropped) frames", r.get("rx_dropped") == "0", srv.text())
+            errors = [l for l in srv.err if "rror" in l and "mp action callback" not in l]
+            expect("memif server: no DPDK error on its stderr", not errors, errors)
         finally:
             if srv.p.poll() is None:
                 srv.p.kill()
@@ -157,14 +159,16 @@ def netns_or_skip(ns):
 def pair(node, ns, dpdk_args, raw_iface, mtu, dpdk_sends, count, prefix):
     """One DPDK end and one kernel-socket end; returns (dpdk node, raw node, their exit codes)."""
     raw_role, dpdk_role = ("echo", "send") if dpdk_sends else ("send", "echo")
-    raw = Node([node, "raw", raw_role, "--iface", raw_iface, "--mtu", str(mtu), "--count", str(count),
-                "--seconds", "60"], netns=ns)
-    raw.wait_line("ready")
-    dp = Node([node, "dpdk", dpdk_role, "--mtu", str(mtu), "--count", str(count), "--seconds", "60"]
-              + dpdk_args(prefix), netns=ns)
-    rd = dp.finish(90)
-    rr = raw.finish(30)
-    return dp, raw, rd, rr
+    raw_cmd = [node, "raw", raw_role, "--iface", raw_iface, "--mtu", str(mtu), "--count", str(count), "--seconds", "60"]
+    dpdk_cmd = [node, "dpdk", dpdk_role, "--mtu", str(mtu), "--count", str(count), "--seconds", "60"] + dpdk_args(prefix)
+    # The echo first, ready before the sender's first frame.
+    first, second = (raw_cmd, dpdk_cmd) if dpdk_sends else (dpdk_cmd, raw_cmd)
+    a = Node(first, netns=ns)
+    a.wait_line("ready")
+    b = Node(second, netns=ns)
+    rb = b.finish(90)
+    ra = a.finish(10)
+    return (b, a, rb, ra) if dpdk_sends else (a, b, ra, rb)
 
 
 def check_af_packet(node):
@@ -175,7 +179,10 @@ def check_af_packet(node):
         sh("ip", "-n", ns, "addr", "add", "198.18.7.1/24", "dev", "hvb")
         sh("ip", "-n", ns, "link", "set", "hva", "up")
         sh("ip", "-n", ns, "link", "set", "hvb", "up")
-        for mtu, devargs in ((1500, ""), (9000, ",framesz=10240,blocksz=20480")):
+        # mtu 8112 with framesz=8192 puts an 8126-byte frame exactly at the end of its ring slot
+        # (framesz - 66): the offset open() assumes, tested at its edge.
+        for mtu, devargs in ((1500, ""), (9000, ",framesz=10240,blocksz=20480"),
+                             (8112, ",framesz=8192,blocksz=8192")):
             sh("ip", "-n", ns, "link", "set", "hvb", "mtu", str(mtu))  # hva's MTU is the port's to set
             vdev = f"net_af_packet0,iface=hva{devargs}"
             for dpdk_sends in (True, False):
@@ -199,6 +206,12 @@ def check_af_packet(node):
         expect("af_packet: mtu 9000 with the default framesz is refused with the devarg to give",
                p.returncode == 3 and "framesz=2048 carries frames up to 1982 bytes; mtu 9000 needs framesz>=9080"
                in p.stderr, p.stderr)
+        p = subprocess.run(["ip", "netns", "exec", ns, node, "dpdk", "send", "--mtu", "9000", "--count", "1",
+                            "--seconds", "5"] + eal(f"hcaemu-a{os.getpid()}",
+                                                    "net_af_packet0,iface=hva,framesz=9088,blocksz=36864", 0),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        expect("af_packet: a blocksz that is not a multiple of framesz is refused",
+               p.returncode == 3 and "blocksz=36864 is not a multiple of framesz=9088" in p.stderr, p.stderr)
     finally:
         subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -206,6 +219,8 @@ def check_af_packet(node):
 def check_tap(node):
     ns = f"hcaemu-t-{os.getpid()}"
     netns_or_skip(ns)
+    tmpdir = tempfile.TemporaryDirectory(prefix="hcaemu-tap-")
+    tmp = tmpdir.name
     try:
         tap = "htap0"
         vdev = f"net_tap0,iface={tap}"
@@ -213,12 +228,15 @@ def check_tap(node):
             way = "DPDK to kernel and back" if dpdk_sends else "kernel to DPDK and back"
             raw_role, dpdk_role = ("echo", "send") if dpdk_sends else ("send", "echo")
             # DPDK creates the tap in the namespace it runs in; the kernel end opens it once it is there.
-            dp = Node([node, "dpdk", dpdk_role, "--mtu", "1500", "--count", "1000", "--seconds", "60"]
+            go = os.path.join(tmp, f"go{int(dpdk_sends)}")
+            dp = Node([node, "dpdk", dpdk_role, "--mtu", "1500", "--count", "1000", "--seconds", "60", "--go-file", go]
                       + eal(f"hcaemu-p{os.getpid()}", vdev, 0), netns=ns)
             ready = dp.wait_line("ready")
             sh("ip", "-n", ns, "addr", "add", "198.18.8.1/24", "dev", tap, check=False)
             raw = Node([node, "raw", raw_role, "--iface", tap, "--mtu", "1500", "--count", "1000", "--seconds", "60"],
                        netns=ns)
+            raw.wait_line("ready")
+            open(go, "w").close()
             rr = raw.finish(90)
             rd = dp.finish(30)
             s = dp.result() if dpdk_sends else raw.result()
@@ -235,6 +253,7 @@ def check_tap(node):
                p.returncode == 3 and "the PMD refuses MTU 9000" in p.stderr and "1522 bytes" in p.stderr, p.stderr)
     finally:
         subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        tmpdir.cleanup()
 
 
 def main():
