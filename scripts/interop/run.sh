@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# Interop tests: hcaemu against Linux Soft-RoCE (rdma_rxe) in a qemu guest.
+#
+#   scripts/interop/run.sh [options] [FILTER...]
+#     FILTER         run only the cases whose name contains one of these words (e.g. pingpong,
+#                    write_bw, loss, rxe_srv); the guest checks (guest-*) always run
+#     -l             list the cases and exit
+#     --hcaemu PATH  the hcaemu executable (default build/tools/hcaemu, or $HCAEMU)
+#     --results DIR  logs (default build/interop-results, or $HCAEMU_INTEROP_RESULTS)
+#     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
+# Environment: HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
+#
+# Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
+#   guest eth0 198.18.0.2 (virtio) == tap0 ------+
+#   vhost0 198.18.0.1/24 (host kernel) == veth --+-- br0 (no IP, STP off)
+#   vemu0 (no IP, NOARP) == veth ----------------+
+# hcaemu runs in the namespace on vemu0 (DPDK net_af_packet) as 198.18.0.10 and answers ARP
+# itself. The out-of-band TCP exchange (ibv_rc_pingpong, perftest) uses the kernel's sockets,
+# so it runs between the guest and vhost0: a guest client connects to 198.18.0.1, which is
+# hcaemu's listening socket; the GIDs exchanged then carry RoCE to 198.18.0.10.
+#
+# Exit status: 0 all cases passed, 1 a case failed, 77 (meson: skipped) qemu cannot run here.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+HCAEMU=${HCAEMU:-$REPO/build/tools/hcaemu}
+RES=${HCAEMU_INTEROP_RESULTS:-$REPO/build/interop-results}
+CACHE=${HCAEMU_INTEROP_CACHE:-$REPO/build/interop-guest}
+ACCEL=${HCAEMU_INTEROP_ACCEL:-auto}
+NS=hcaemu-interop
+GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
+HOST_IP=198.18.0.1
+EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
+EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
+BASE_PORT=18600        # each case gets its own TCP port: no listener of one case meets the next
+
+# ------------------------------------------------------------------ the cases
+# name | tool | server (rxe or hcaemu) | flags, given to both sides | guest netem | timeout (s)
+# tool: pingpong = ibv_rc_pingpong / hcaemu pingpong; anything else = perftest's ib_TOOL /
+# hcaemu perf TOOL. Guest-side flags added: pingpong `-d rxe0 -g 1`, perftest `-d rxe0 -x 1 -F`;
+# hcaemu side: `-g 1` / `-x 1 -F` (GID 1 is the IPv4-mapped one on both).
+CASE_TABLE='
+pingpong-64-rxe_srv          | pingpong   | rxe    | -s 64 -n 100 -c                |         | 60
+pingpong-64-hcaemu_srv       | pingpong   | hcaemu | -s 64 -n 100 -c                |         | 60
+pingpong-4096-rxe_srv        | pingpong   | rxe    | -s 4096 -n 100 -c              |         | 60
+pingpong-4096-hcaemu_srv     | pingpong   | hcaemu | -s 4096 -n 100 -c              |         | 60
+write_bw-64-rxe_srv          | write_bw   | rxe    | -s 64 -n 20                    |         | 60
+write_bw-64-hcaemu_srv       | write_bw   | hcaemu | -s 64 -n 20                    |         | 60
+write_bw-8192-rxe_srv        | write_bw   | rxe    | -s 8192 -n 20                  |         | 60
+write_bw-8192-hcaemu_srv     | write_bw   | hcaemu | -s 8192 -n 20                  |         | 60
+read_bw-64-rxe_srv           | read_bw    | rxe    | -s 64 -n 20                    |         | 60
+read_bw-64-hcaemu_srv        | read_bw    | hcaemu | -s 64 -n 20                    |         | 60
+read_bw-8192-rxe_srv         | read_bw    | rxe    | -s 8192 -n 20                  |         | 60
+read_bw-8192-hcaemu_srv      | read_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+send_bw-64-rxe_srv           | send_bw    | rxe    | -s 64 -n 20                    |         | 60
+send_bw-64-hcaemu_srv        | send_bw    | hcaemu | -s 64 -n 20                    |         | 60
+send_bw-8192-rxe_srv         | send_bw    | rxe    | -s 8192 -n 20                  |         | 60
+send_bw-8192-hcaemu_srv      | send_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+atomic_bw-fadd-rxe_srv       | atomic_bw  | rxe    | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_bw-fadd-hcaemu_srv    | atomic_bw  | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_bw-cswap-rxe_srv      | atomic_bw  | rxe    | -A CMP_AND_SWAP -n 20          |         | 60
+atomic_bw-cswap-hcaemu_srv   | atomic_bw  | hcaemu | -A CMP_AND_SWAP -n 20          |         | 60
+write_lat-64-rxe_srv         | write_lat  | rxe    | -s 64 -n 20                    |         | 60
+write_lat-64-hcaemu_srv      | write_lat  | hcaemu | -s 64 -n 20                    |         | 60
+write_lat-8192-rxe_srv       | write_lat  | rxe    | -s 8192 -n 20                  |         | 60
+write_lat-8192-hcaemu_srv    | write_lat  | hcaemu | -s 8192 -n 20                  |         | 60
+read_lat-64-rxe_srv          | read_lat   | rxe    | -s 64 -n 20                    |         | 60
+read_lat-64-hcaemu_srv       | read_lat   | hcaemu | -s 64 -n 20                    |         | 60
+read_lat-8192-rxe_srv        | read_lat   | rxe    | -s 8192 -n 20                  |         | 60
+read_lat-8192-hcaemu_srv     | read_lat   | hcaemu | -s 8192 -n 20                  |         | 60
+send_lat-64-rxe_srv          | send_lat   | rxe    | -s 64 -n 20                    |         | 60
+send_lat-64-hcaemu_srv       | send_lat   | hcaemu | -s 64 -n 20                    |         | 60
+send_lat-8192-rxe_srv        | send_lat   | rxe    | -s 8192 -n 20                  |         | 60
+send_lat-8192-hcaemu_srv     | send_lat   | hcaemu | -s 8192 -n 20                  |         | 60
+loss5-pingpong-4096-rxe_srv  | pingpong   | rxe    | -s 4096 -n 50 -c               | loss 5% | 120
+loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c               | loss 5% | 120
+loss5-write_bw-8192-rxe_srv  | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-write_bw-8192-hcaemu_srv | write_bw | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+loss5-read_bw-8192-rxe_srv   | read_bw    | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-read_bw-8192-hcaemu_srv | read_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+loss5-send_bw-8192-rxe_srv   | send_bw    | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-send_bw-8192-hcaemu_srv | send_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+'
+
+trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
+
+# ------------------------------------------------------------------ arguments
+LIST=0 FILTERS=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -l) LIST=1;;
+    --hcaemu) HCAEMU=$2; shift;;
+    --results) RES=$2; shift;;
+    --cache) CACHE=$2; shift;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0;;
+    -*) echo "run.sh: unknown option $1" >&2; exit 2;;
+    *) FILTERS+=("$1");;
+  esac
+  shift
+done
+
+SELECTED=()
+while IFS='|' read -r name tool srv flags netem tmo; do
+  name=$(trim "$name"); [ -n "$name" ] || continue
+  keep=$(( ${#FILTERS[@]} == 0 ))
+  for f in "${FILTERS[@]}"; do [[ $name == *"$f"* ]] && keep=1; done
+  [ $keep = 1 ] && SELECTED+=("$name|$(trim "$tool")|$(trim "$srv")|$(trim "$flags")|$(trim "$netem")|$(trim "$tmo")")
+done <<< "$CASE_TABLE"
+if [ $LIST = 1 ]; then printf '%s\n' "${SELECTED[@]%%|*}"; exit 0; fi
+if [ ${#FILTERS[@]} -gt 0 ] && [ ${#SELECTED[@]} -eq 0 ]; then
+  echo "run.sh: no case matches: ${FILTERS[*]}" >&2; exit 2
+fi
+
+skip() {
+  echo "###############################################################" >&2
+  echo "### interop SKIPPED: $*" >&2
+  echo "###############################################################" >&2
+  exit 77
+}
+now_ms() { date +%s%3N; }
+log() { echo "[interop $(date +%T)] $*"; }
+nsx() { ip netns exec "$NS" "$@"; }
+
+# ------------------------------------------------------------------ can qemu run here?
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespace, tap, qemu)"
+T_START=$(now_ms)
+if ! "$HERE/build-guest.sh" "$CACHE"; then
+  command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing and could not be installed"
+  echo "interop: FAIL: build-guest.sh failed" >&2; exit 1
+fi
+qemu-system-x86_64 -version >/dev/null 2>&1 || skip "qemu-system-x86_64 does not run"
+[ -c /dev/net/tun ] || skip "no /dev/net/tun (tap devices)"
+if [ "$ACCEL" = auto ]; then
+  if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then ACCEL=kvm; else ACCEL=tcg; fi
+fi
+case $ACCEL in
+  kvm) ACCEL_ARGS=(-accel kvm -cpu host,-arch-capabilities);;
+  *) ACCEL_ARGS=(-accel tcg -cpu max);;
+esac
+
+# One run at a time: the namespace name and the addresses are fixed.
+exec 9> /run/hcaemu-interop.lock
+flock -n 9 || { echo "interop: FAIL: another interop run holds /run/hcaemu-interop.lock" >&2; exit 1; }
+
+if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; then
+  echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
+fi
+rm -rf "$RES"
+mkdir -p "$RES/cases" "$RES/jobs"
+RES=$(cd "$RES" && pwd)
+SUMMARY=$RES/summary.txt
+: > "$SUMMARY"
+
+# ------------------------------------------------------------------ teardown (always)
+QEMU_PID="" TCPDUMP_PID="" EMU_PID=""
+cleanup() {
+  local i
+  [ -n "$EMU_PID" ] && kill "$EMU_PID" 2>/dev/null
+  [ -n "$TCPDUMP_PID" ] && kill "$TCPDUMP_PID" 2>/dev/null
+  if [ -n "$QEMU_PID" ]; then
+    : > "$RES/jobs/halt"                     # the agent powers the guest off
+    for ((i = 0; i < 100; i++)); do qemu_alive || break; sleep 0.1; done
+    qemu_alive && kill "$QEMU_PID"
+  fi
+  ip netns list | grep -qx "$NS\( .*\)\?" && ip netns del "$NS"
+  return 0
+}
+qemu_alive() {  # the recorded pid is still our qemu
+  [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null && grep -q qemu "/proc/$QEMU_PID/cmdline" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# ------------------------------------------------------------------ topology
+topology_up() {
+  ip netns list | grep -qx "$NS\( .*\)\?" && ip netns del "$NS"   # leftover of a killed run
+  ip netns add "$NS" || return 1
+  nsx sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || return 1
+  nsx ip link set lo up
+  nsx ip link add br0 type bridge stp_state 0 forward_delay 0 &&
+  nsx ip link set br0 up &&
+  nsx ip tuntap add dev tap0 mode tap &&
+  nsx ip link set tap0 master br0 up &&
+  nsx ip link add vhost0 type veth peer name vhost0-br &&
+  nsx ip link set vhost0-br master br0 up &&
+  nsx ip addr add "$HOST_IP/24" dev vhost0 &&
+  nsx ip link set vhost0 up &&
+  nsx ip link add vemu0 address "$EMU_MAC" type veth peer name vemu0-br &&
+  nsx ip link set vemu0-br master br0 up &&
+  nsx ip link set vemu0 arp off up   # no kernel ARP answers here: 198.18.0.10's ARP is hcaemu's
+}
+
+# ------------------------------------------------------------------ the guest
+guest_boot() {
+  nsx qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m 1024 -smp 1 -name hcaemu-interop-guest \
+    -display none -monitor none -no-reboot -daemonize -pidfile "$RES/qemu.pid" \
+    -serial "file:$RES/guest-console.log" \
+    -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initramfs.gz" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 ifc_ip=$GUEST_IP/24 ifc_agent_timeout=1500" \
+    -netdev tap,id=n0,ifname=tap0,script=no,downscript=no \
+    -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC" \
+    -fsdev "local,id=fs0,path=$RES,security_model=none" \
+    -device virtio-9p-pci,fsdev=fs0,mount_tag=host || return 1
+  QEMU_PID=$(cat "$RES/qemu.pid")
+}
+wait_file() {  # wait_file FILE SECONDS
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do [ -e "$1" ] && return 0; sleep 0.05; done
+  return 1
+}
+gjob() {  # gjob TIMEOUT 'script': run in the guest, print its output, return its status
+  local to=$1 j rc
+  j=$RES/jobs/$(date +%s%N)   # a time, not a counter: gjob often runs in a $(...) subshell
+  printf '%s\n' "$2" > "$j.tmp" && mv "$j.tmp" "$j.sh"
+  if ! wait_file "$j.rc" "$to"; then echo "guest job timed out after ${to}s"; return 124; fi
+  cat "$j.out"; read -r rc < "$j.rc"; return "$rc"
+}
+
+# ------------------------------------------------------------------ captures
+cap_start() {  # cap_start FILE: everything on br0 (ARP, TCP, RoCE)
+  # not through nsx: $! must be tcpdump's own pid (ip netns exec execs it)
+  ip netns exec "$NS" tcpdump -i br0 -Z root -U -s 0 --immediate-mode -w "$1" 2> "$1.log" &
+  TCPDUMP_PID=$!
+  wait_file "$1" 5; sleep 0.2
+}
+cap_stop() {
+  [ -n "$TCPDUMP_PID" ] || return 0
+  sleep 0.5                                   # the last frames leave the kernel's ring
+  kill "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
+  TCPDUMP_PID=""
+}
+
+# ------------------------------------------------------------------ one case
+# Each side's command; the client gets the server's address appended.
+guest_cmd() {  # guest_cmd TOOL FLAGS PORT
+  case $1 in
+    pingpong) echo "ibv_rc_pingpong -d rxe0 -g 1 -p $3 $2";;
+    *) echo "ib_$1 -d rxe0 -x 1 -F -p $3 $2";;
+  esac
+}
+emu_args() {  # emu_args TOOL FLAGS PORT: the hcaemu arguments, one word per line
+  local -a a
+  case $1 in
+    pingpong) a=(pingpong -g 1 -p "$3");;
+    *) a=(perf "$1" -x 1 -F -p "$3");;
+  esac
+  read -r -a f <<< "$2"
+  printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
+}
+last_line() { grep -v '^\s*$' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
+why() {  # why FILE: the line that explains a failure: hcaemu's own message, else the last line
+  local l; l=$(grep -m1 '^hcaemu' "$1" 2>/dev/null | cut -c1-160)
+  echo "${l:-$(last_line "$1")}"
+}
+
+# Verdict for one side's output: prints a reason and returns 1 if it shows a failure.
+# Lines rxe's tools print on errors (rdma-core pingpong, perftest): "Couldn't ...", "Failed ...",
+# "... failed", "Completion with error", "invalid data in page" (ibv_rc_pingpong -c).
+ERR_RE='couldn|fail|error|invalid data|unable|mismatch'
+check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
+  local side=$1 file=$2 tool=$3 flags=$4 client=$5 n size bad
+  bad=$(grep -iE "$ERR_RE" "$file" | head -1 | cut -c1-160)
+  if [ "$side" = rxe ] && [ -n "$bad" ]; then echo "rxe printed: $bad"; return 1; fi
+  n=$(sed -n 's/.*-n \([0-9]*\).*/\1/p' <<< "$flags")
+  size=$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< "$flags"); size=${size:-8}
+  case $tool in
+    pingpong)   # both sides print "N iters in S seconds = U usec/iter"
+      grep -qE "^$n iters in [0-9.]+ seconds" "$file" || { echo "$side: no '$n iters in' line"; return 1; };;
+    *)          # perftest's result row "#bytes #iterations ...": the client prints it, and in
+                # perftest 4.5 both sides of every *_bw test and of send_lat do
+      if [ "$client" = 1 ] || [[ $tool == *_bw || $tool == send_lat ]]; then
+        awk -v s="$size" -v n="$n" '$1 == s && $2 == n {f = 1} END {exit !f}' "$file" ||
+          { echo "$side: no result row '$size $n ...'"; return 1; }
+      fi;;
+  esac
+  return 0
+}
+
+run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
+  local name tool srv flags netem tmo port d t0 rc_emu rc_guest reason="" gcmd
+  IFS='|' read -r name tool srv flags netem tmo <<< "$2"
+  port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
+  local -a emu; mapfile -t emu < <(emu_args "$tool" "$flags" "$port")
+  gcmd=$(guest_cmd "$tool" "$flags" "$port")
+  rm -f "$RES/cases/$name.guest.rc"
+
+  if [ -n "$netem" ]; then
+    gjob 20 "tc qdisc replace dev eth0 root netem $netem && tc qdisc show dev eth0" > "$d.netem" 2>&1 ||
+      reason="netem could not be set: $(last_line "$d.netem")"
+  fi
+  cap_start "$d.pcap"
+  if [ -n "$reason" ]; then :
+  elif [ ! -x "$HCAEMU" ]; then reason="hcaemu not found: $HCAEMU"
+  elif [ "$srv" = rxe ]; then
+    { echo "guest (server): $gcmd"; echo "hcaemu (client): $(printf '%q ' "$HCAEMU" "${emu[@]}" "$GUEST_IP")"; } > "$d.cmd"
+    # the rxe server in the background (busybox timeout execs the tool: its pid is the tool's)
+    gjob 10 "( timeout $tmo $gcmd > /mnt/host/cases/$name.guest.log 2>&1 & echo \$! > /tmp/srv.pid; wait \$!; echo \$? > /mnt/host/cases/$name.guest.rc.tmp; mv /mnt/host/cases/$name.guest.rc.tmp /mnt/host/cases/$name.guest.rc ) >/dev/null 2>&1 &" >/dev/null
+    if ! gjob 20 "i=0; while [ \$i -lt 150 ]; do netstat -ltn | grep -q ':$port ' && exit 0; sleep 0.1; i=\$((i+1)); done; exit 1" >/dev/null; then
+      reason="rxe server not listening on :$port: $(last_line "$d.guest.log")"
+    else
+      timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" "$GUEST_IP" > "$d.hcaemu.log" 2>&1
+      rc_emu=$?
+      # the server finishes on its own after a good run; after a failed client, give it 2 s
+      if ! wait_file "$d.guest.rc" $([ $rc_emu = 0 ] && echo 20 || echo 2); then
+        gjob 10 'kill $(cat /tmp/srv.pid) 2>/dev/null' >/dev/null
+        wait_file "$d.guest.rc" 5
+      fi
+    fi
+  else
+    { echo "hcaemu (server): $(printf '%q ' "$HCAEMU" "${emu[@]}")"; echo "guest (client): $gcmd $HOST_IP"; } > "$d.cmd"
+    timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
+    EMU_PID=$!
+    local i listening=0
+    for ((i = 0; i < 300; i++)); do    # 30 s: DPDK's EAL starts slowly under load
+      [ -n "$(nsx ss -Hltn "sport = :$port")" ] && { listening=1; break; }
+      kill -0 "$EMU_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ $listening = 1 ]; then
+      gjob $((tmo + 10)) "timeout $tmo $gcmd $HOST_IP > /mnt/host/cases/$name.guest.log 2>&1; echo \$? > /mnt/host/cases/$name.guest.rc" >/dev/null
+    fi
+    for ((i = 0; i < 200; i++)); do kill -0 "$EMU_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$EMU_PID" 2>/dev/null && kill "$EMU_PID"
+    wait "$EMU_PID"; rc_emu=$?
+    EMU_PID=""
+    [ $listening = 1 ] || reason="hcaemu server not listening on :$port (exit $rc_emu): $(why "$d.hcaemu.log")"
+  fi
+  cap_stop
+  if [ -n "$netem" ]; then
+    gjob 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+  fi
+
+  rc_guest=$(cat "$d.guest.rc" 2>/dev/null || echo none)
+  local client_side=hcaemu; [ "$srv" = hcaemu ] && client_side=rxe
+  if [ -z "$reason" ]; then
+    if [ "${rc_emu:-x}" != 0 ]; then
+      reason="hcaemu exit ${rc_emu:-none}: $(why "$d.hcaemu.log")"
+    elif [ "$rc_guest" != 0 ]; then
+      reason="rxe exit $rc_guest: $(last_line "$d.guest.log")"
+    else
+      reason=$(check_output rxe "$d.guest.log" "$tool" "$flags" $([ $client_side = rxe ] && echo 1 || echo 0)) &&
+      reason=$(check_output hcaemu "$d.hcaemu.log" "$tool" "$flags" $([ $client_side = hcaemu ] && echo 1 || echo 0))
+    fi
+  fi
+  local roce
+  roce=$(tcpdump -r "$d.pcap" -nn 'udp dst port 4791' 2>/dev/null | wc -l)
+  if [ -z "$reason" ] && [ "$roce" -eq 0 ]; then reason="no RoCE v2 frame on br0"; fi
+  local ms=$(( $(now_ms) - t0 ))
+  if [ -z "$reason" ]; then
+    report PASS "$name" "$roce RoCE frames, ${ms} ms"
+  else
+    report FAIL "$name" "$reason (${ms} ms; logs: cases/$name.*)"
+  fi
+}
+
+PASSED=0 FAILED=0
+report() {  # report PASS|FAIL NAME REASON
+  printf '%s %-32s %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
+  if [ "$1" = PASS ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+}
+
+# ------------------------------------------------------------------ the run
+log "results: $RES; guest: $CACHE (accel $ACCEL); hcaemu: $HCAEMU"
+topology_up || { echo "interop: FAIL: could not build the topology in netns $NS" >&2; exit 1; }
+t_boot=$(now_ms)
+guest_boot || { echo "interop: FAIL: qemu did not start (see $RES/guest-console.log)" >&2; exit 1; }
+if ! wait_file "$RES/ready" 180; then
+  report FAIL guest-boot "no rxe0 ready after 180 s: $(last_line "$RES/guest-console.log")"
+  exit 1
+fi
+report PASS guest-boot "rxe0 ready $(( $(now_ms) - t_boot )) ms after qemu start ($(grep -o 'uptime=[0-9.]*' "$RES/ready") s guest)"
+
+# Guest checks: the rxe port, its IPv4-mapped GID at index 1, IP reachability of vhost0.
+if grep -q '^port_state=4: ACTIVE' "$RES/ready" && grep -q '^active_mtu=1024' "$RES/ready" &&
+   grep -q '^GID\[1\]=0000:0000:0000:0000:0000:ffff:c612:0002 type=RoCE v2' "$RES/ready"; then
+  report PASS guest-rxe0 "PORT_ACTIVE, active_mtu 1024, GID[1] ::ffff:$GUEST_IP RoCE v2"
+else
+  report FAIL guest-rxe0 "unexpected port state or GID table: $(tr '\n' ' ' < "$RES/ready")"
+fi
+out=$(gjob 30 "ibv_devinfo -d rxe0 -v" 2>&1) && grep -q 'transport:.*InfiniBand' <<< "$out" &&
+  grep -q 'link_layer:.*Ethernet' <<< "$out" && ok=1 || ok=0
+printf '%s\n' "$out" > "$RES/guest-ibv_devinfo.txt"
+if [ $ok = 1 ]; then report PASS guest-ibv_devinfo "rxe0: Ethernet link layer";
+else report FAIL guest-ibv_devinfo "$(tail -1 <<< "$out")"; fi
+cap_start "$RES/cases/guest-ping.pcap"
+out=$(gjob 30 "ping -c 3 -W 5 $HOST_IP" 2>&1); rc=$?
+cap_stop
+printf '%s\n' "$out" > "$RES/cases/guest-ping.log"
+if [ $rc = 0 ] && grep -q '3 packets received' <<< "$out"; then
+  report PASS guest-ping "3/3 echo replies from $HOST_IP (vhost0)"
+else report FAIL guest-ping "ping rc $rc: $(tail -1 <<< "$out")"; fi
+
+for ((c = 0; c < ${#SELECTED[@]}; c++)); do
+  qemu_alive || { report FAIL "${SELECTED[c]%%|*}" "the guest is gone: $(last_line "$RES/guest-console.log")"; continue; }
+  run_case "$c" "${SELECTED[c]}"
+done
+
+total=$(( ($(now_ms) - T_START) / 1000 ))
+echo "== interop: $PASSED passed, $FAILED failed, ${total} s (accel $ACCEL); logs in $RES" | tee -a "$SUMMARY"
+[ $FAILED -eq 0 ]
