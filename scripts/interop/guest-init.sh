@@ -2,12 +2,13 @@
 # /init of the interop guest (packed into the initramfs by build-guest.sh).
 # The guest is Linux Soft-RoCE (rdma_rxe) on its virtio NIC eth0, driven by the host through a
 # 9p share (mount tag "host", on /mnt/host):
-#   guest writes   ready                  (port state, GID table, active_mtu) once rxe0 is up
-#   host writes    jobs/N.sh              (renamed into place, so never seen half written)
-#   guest writes   jobs/N.out, jobs/N.rc  (output, then exit status; rc last)
-#   host writes    jobs/halt              (the guest powers off)
+#   guest writes   G/ready                (port state, GID table, active_mtu) once rxe0 is up
+#   host writes    G/jobs/N.sh            (renamed into place, so never seen half written)
+#   guest writes   G/jobs/N.out, N.rc     (output, then exit status; rc last)
+#   host writes    G/jobs/halt            (the guest powers off)
+# G is the guest's own folder in the share (ifc_dir, default "guest"), so two guests can share it.
 # Kernel command line knobs (the kernel hands unknown name=value pairs to /init as environment):
-#   ifc_ip=198.18.0.2/24  ifc_mtu=1500  ifc_netem=loss_5%  (netem on eth0 egress, _ for spaces)
+#   ifc_dir=guest  ifc_ip=198.18.0.2/24  ifc_mtu=1500  ifc_netem=loss_5%  (netem on eth0 egress, _ for spaces)
 #   ifc_agent_timeout=1500 (s, the agent's whole life)  ifc_job_timeout=300 (s, one job)
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 mount -t proc proc /proc
@@ -74,11 +75,12 @@ fi
   echo "active_mtu=$(ibv_devinfo -d rxe0 | awk '/active_mtu/{print $2}')"
 } > /tmp/ready
 say "ready: $(tr '\n' ' ' < /tmp/ready)"
-cp /tmp/ready /mnt/host/.ready && mv /mnt/host/.ready /mnt/host/ready
+G=/mnt/host/${ifc_dir:-guest}
+mkdir -p $G/jobs
+cp /tmp/ready $G/.ready && mv $G/.ready $G/ready
 
 # The agent: bounded in total time, each job bounded by busybox timeout.
-J=/mnt/host/jobs
-mkdir -p $J
+J=$G/jobs
 read -r up _ < /proc/uptime
 deadline=$(( ${up%.*} + ${ifc_agent_timeout:-1500} ))
 while read -r up _ < /proc/uptime && [ "${up%.*}" -lt $deadline ]; do

@@ -8,6 +8,8 @@
 #     --hcaemu PATH  the hcaemu executable (default build/tools/hcaemu, or $HCAEMU)
 #     --results DIR  logs (default build/interop-results, or $HCAEMU_INTEROP_RESULTS)
 #     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
+#     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
+#                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
 # Environment: HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
@@ -15,6 +17,7 @@
 #   guest eth0 198.18.0.2 (virtio) == tap0 ------+
 #   vhost0 198.18.0.1/24 (host kernel) == veth --+-- br0 (no IP, STP off)
 #   vemu0 (no IP, NOARP) == veth ----------------+
+#   (--rxe-peer: peer guest 198.18.0.3 == tap1 --+)
 # hcaemu runs in the namespace on vemu0 (DPDK net_af_packet) as 198.18.0.10 and answers ARP
 # itself. The out-of-band TCP exchange (ibv_rc_pingpong, perftest) uses the kernel's sockets,
 # so it runs between the guest and vhost0: a guest client connects to 198.18.0.1, which is
@@ -31,6 +34,7 @@ CACHE=${HCAEMU_INTEROP_CACHE:-$REPO/build/interop-guest}
 ACCEL=${HCAEMU_INTEROP_ACCEL:-auto}
 NS=hcaemu-interop
 GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
+PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
 EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
 EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
@@ -87,14 +91,15 @@ loss5-send_bw-8192-hcaemu_srv | send_bw   | hcaemu | -s 8192 -n 32              
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
 
 # ------------------------------------------------------------------ arguments
-LIST=0 FILTERS=()
+LIST=0 RXE_PEER=0 FILTERS=()
 while [ $# -gt 0 ]; do
   case $1 in
     -l) LIST=1;;
+    --rxe-peer) RXE_PEER=1;;
     --hcaemu) HCAEMU=$2; shift;;
     --results) RES=$2; shift;;
     --cache) CACHE=$2; shift;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2;;
     *) FILTERS+=("$1");;
   esac
@@ -148,27 +153,34 @@ if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; the
   echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
 fi
 rm -rf "$RES"
-mkdir -p "$RES/cases" "$RES/jobs"
+mkdir -p "$RES/cases"
 RES=$(cd "$RES" && pwd)
 SUMMARY=$RES/summary.txt
 : > "$SUMMARY"
+# The peer: hcaemu, or (--rxe-peer) a second rxe guest. PEER names its files: cases/NAME.$PEER.*
+PEER=hcaemu; [ $RXE_PEER = 1 ] && PEER=rxe2
+# Where a guest client connects for the out-of-band exchange: hcaemu listens on the kernel's
+# socket in the namespace (vhost0); a peer guest on its own address.
+PEER_OOB_IP=$HOST_IP; [ $RXE_PEER = 1 ] && PEER_OOB_IP=$PEER_IP
 
 # ------------------------------------------------------------------ teardown (always)
-QEMU_PID="" TCPDUMP_PID="" EMU_PID=""
+declare -A QEMU_PID=()
+TCPDUMP_PID="" EMU_PID=""
 cleanup() {
-  local i
+  local g i
   [ -n "$EMU_PID" ] && kill "$EMU_PID" 2>/dev/null
   [ -n "$TCPDUMP_PID" ] && kill "$TCPDUMP_PID" 2>/dev/null
-  if [ -n "$QEMU_PID" ]; then
-    : > "$RES/jobs/halt"                     # the agent powers the guest off
-    for ((i = 0; i < 100; i++)); do qemu_alive || break; sleep 0.1; done
-    qemu_alive && kill "$QEMU_PID"
-  fi
+  for g in "${!QEMU_PID[@]}"; do
+    [ -d "$RES/$g/jobs" ] && : > "$RES/$g/jobs/halt"     # the agent powers the guest off
+    for ((i = 0; i < 100; i++)); do qemu_alive "$g" || break; sleep 0.1; done
+    qemu_alive "$g" && kill "${QEMU_PID[$g]}"
+  done
   ip netns list | grep -qx "$NS\( .*\)\?" && ip netns del "$NS"
   return 0
 }
-qemu_alive() {  # the recorded pid is still our qemu
-  [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null && grep -q qemu "/proc/$QEMU_PID/cmdline" 2>/dev/null
+qemu_alive() {  # qemu_alive GUEST: the pid recorded for GUEST is still our qemu
+  local p=${QEMU_PID[$1]:-}
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null && grep -q qemu "/proc/$p/cmdline" 2>/dev/null
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -183,6 +195,8 @@ topology_up() {
   nsx ip link set br0 up &&
   nsx ip tuntap add dev tap0 mode tap &&
   nsx ip link set tap0 master br0 up &&
+  nsx ip tuntap add dev tap1 mode tap &&      # --rxe-peer's guest
+  nsx ip link set tap1 master br0 up &&
   nsx ip link add vhost0 type veth peer name vhost0-br &&
   nsx ip link set vhost0-br master br0 up &&
   nsx ip addr add "$HOST_IP/24" dev vhost0 &&
@@ -192,30 +206,50 @@ topology_up() {
   nsx ip link set vemu0 arp off up   # no kernel ARP answers here: 198.18.0.10's ARP is hcaemu's
 }
 
-# ------------------------------------------------------------------ the guest
-guest_boot() {
-  nsx qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m 1024 -smp 1 -name hcaemu-interop-guest \
-    -display none -monitor none -no-reboot -daemonize -pidfile "$RES/qemu.pid" \
-    -serial "file:$RES/guest-console.log" \
+# ------------------------------------------------------------------ guests
+guest_boot() {  # guest_boot GUEST TAP IP MAC: qemu in the namespace; files in $RES/GUEST
+  local g=$1
+  mkdir -p "$RES/$g"
+  nsx qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m 1024 -smp 1 -name "hcaemu-interop-$g" \
+    -display none -monitor none -no-reboot -daemonize -pidfile "$RES/$g/qemu.pid" \
+    -serial "file:$RES/$g/console.log" \
     -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initramfs.gz" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 ifc_ip=$GUEST_IP/24 ifc_agent_timeout=1500" \
-    -netdev tap,id=n0,ifname=tap0,script=no,downscript=no \
-    -device "virtio-net-pci,netdev=n0,mac=$GUEST_MAC" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 ifc_dir=$g ifc_ip=$3/24 ifc_agent_timeout=1500" \
+    -netdev "tap,id=n0,ifname=$2,script=no,downscript=no" \
+    -device "virtio-net-pci,netdev=n0,mac=$4" \
     -fsdev "local,id=fs0,path=$RES,security_model=none" \
     -device virtio-9p-pci,fsdev=fs0,mount_tag=host || return 1
-  QEMU_PID=$(cat "$RES/qemu.pid")
+  QEMU_PID[$g]=$(cat "$RES/$g/qemu.pid")
 }
 wait_file() {  # wait_file FILE SECONDS
   local i
   for ((i = 0; i < $2 * 20; i++)); do [ -e "$1" ] && return 0; sleep 0.05; done
   return 1
 }
-gjob() {  # gjob TIMEOUT 'script': run in the guest, print its output, return its status
-  local to=$1 j rc
-  j=$RES/jobs/$(date +%s%N)   # a time, not a counter: gjob often runs in a $(...) subshell
-  printf '%s\n' "$2" > "$j.tmp" && mv "$j.tmp" "$j.sh"
+gjob() {  # gjob GUEST TIMEOUT 'script': run in the guest, print its output, return its status
+  local to=$2 j rc
+  j=$RES/$1/jobs/$(date +%s%N)   # a time, not a counter: gjob often runs in a $(...) subshell
+  printf '%s\n' "$3" > "$j.tmp" && mv "$j.tmp" "$j.sh"
   if ! wait_file "$j.rc" "$to"; then echo "guest job timed out after ${to}s"; return 124; fi
   cat "$j.out"; read -r rc < "$j.rc"; return "$rc"
+}
+# A tool in a guest, in the background (a server): output cases/NAME.TAG.log, exit status
+# cases/NAME.TAG.rc. busybox timeout keeps the pid (the tool's), so the pid file can stop it.
+gbg_start() {  # gbg_start GUEST NAME TAG TIMEOUT 'command'
+  local f=/mnt/host/cases/$2.$3
+  gjob "$1" 10 "( timeout $4 $5 > $f.log 2>&1 & echo \$! > /tmp/$2.pid; wait \$!; echo \$? > $f.rc.tmp; mv $f.rc.tmp $f.rc ) > /dev/null 2>&1 &" > /dev/null
+}
+gbg_listening() {  # gbg_listening GUEST PORT: a TCP listener on PORT within 15 s
+  gjob "$1" 20 "i=0; while [ \$i -lt 150 ]; do netstat -ltn | grep -q ':$2 ' && exit 0; sleep 0.1; i=\$((i+1)); done; exit 1" > /dev/null
+}
+gbg_finish() {  # gbg_finish GUEST NAME TAG SECONDS: wait for the exit status, else stop the tool
+  wait_file "$RES/cases/$2.$3.rc" "$4" && return 0
+  gjob "$1" 10 "kill \$(cat /tmp/$2.pid) 2>/dev/null" > /dev/null
+  wait_file "$RES/cases/$2.$3.rc" 5
+}
+gfg_run() {  # gfg_run GUEST NAME TAG TIMEOUT 'command': a tool in the foreground (a client)
+  local f=/mnt/host/cases/$2.$3
+  gjob "$1" $(($4 + 10)) "timeout $4 $5 > $f.log 2>&1; echo \$? > $f.rc" > /dev/null
 }
 
 # ------------------------------------------------------------------ captures
@@ -233,15 +267,14 @@ cap_stop() {
 }
 
 # ------------------------------------------------------------------ one case
-# Each side's command; the client gets the server's address appended.
-guest_cmd() {  # guest_cmd TOOL FLAGS PORT
+guest_cmd() {  # guest_cmd TOOL FLAGS PORT: the rxe side's command line
   case $1 in
     pingpong) echo "ibv_rc_pingpong -d rxe0 -g 1 -p $3 $2";;
     *) echo "ib_$1 -d rxe0 -x 1 -F -p $3 $2";;
   esac
 }
-emu_args() {  # emu_args TOOL FLAGS PORT: the hcaemu arguments, one word per line
-  local -a a
+emu_args() {  # emu_args TOOL FLAGS PORT: hcaemu's arguments, one word per line
+  local -a a f
   case $1 in
     pingpong) a=(pingpong -g 1 -p "$3");;
     *) a=(perf "$1" -x 1 -F -p "$3");;
@@ -255,14 +288,14 @@ why() {  # why FILE: the line that explains a failure: hcaemu's own message, els
   echo "${l:-$(last_line "$1")}"
 }
 
-# Verdict for one side's output: prints a reason and returns 1 if it shows a failure.
-# Lines rxe's tools print on errors (rdma-core pingpong, perftest): "Couldn't ...", "Failed ...",
-# "... failed", "Completion with error", "invalid data in page" (ibv_rc_pingpong -c).
+# Verdict on one side's output: prints a reason and returns 1 if it shows a failure.
+# What rxe's tools print on errors (rdma-core's ibv_rc_pingpong, perftest): "Couldn't ...",
+# "Failed ...", "... failed", "Completion with error", "invalid data in page" (-c).
 ERR_RE='couldn|fail|error|invalid data|unable|mismatch'
 check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
   local side=$1 file=$2 tool=$3 flags=$4 client=$5 n size bad
   bad=$(grep -iE "$ERR_RE" "$file" | head -1 | cut -c1-160)
-  if [ "$side" = rxe ] && [ -n "$bad" ]; then echo "rxe printed: $bad"; return 1; fi
+  if [ "$side" != hcaemu ] && [ -n "$bad" ]; then echo "$side printed: $bad"; return 1; fi
   n=$(sed -n 's/.*-n \([0-9]*\).*/\1/p' <<< "$flags")
   size=$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< "$flags"); size=${size:-8}
   case $tool in
@@ -278,78 +311,106 @@ check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
   return 0
 }
 
+# The peer's side of a case: hcaemu in the namespace, or the second rxe guest.
+peer_client() {  # peer_client NAME TOOL FLAGS PORT TIMEOUT: run the peer as client; its status
+  local d=$RES/cases/$1
+  if [ $RXE_PEER = 1 ]; then
+    echo "rxe2 (client): $(guest_cmd "$2" "$3" "$4") $GUEST_IP" >> "$d.cmd"
+    gfg_run peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4") $GUEST_IP"
+    return "$(cat "$d.rxe2.rc" 2>/dev/null || echo 125)"
+  fi
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4")
+  echo "hcaemu (client): $(printf '%q ' "$HCAEMU" "${emu[@]}" "$GUEST_IP")" >> "$d.cmd"
+  timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" "$GUEST_IP" > "$d.hcaemu.log" 2>&1
+}
+peer_server() {  # peer_server NAME TOOL FLAGS PORT TIMEOUT: start the peer as server; 0 once it listens
+  local d=$RES/cases/$1 i
+  if [ $RXE_PEER = 1 ]; then
+    echo "rxe2 (server): $(guest_cmd "$2" "$3" "$4")" >> "$d.cmd"
+    gbg_start peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4")"
+    gbg_listening peer "$4"; return
+  fi
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4")
+  echo "hcaemu (server): $(printf '%q ' "$HCAEMU" "${emu[@]}")" >> "$d.cmd"
+  timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
+  EMU_PID=$!
+  for ((i = 0; i < 300; i++)); do    # 30 s: DPDK's EAL starts slowly on a loaded machine
+    [ -n "$(nsx ss -Hltn "sport = :$4")" ] && return 0
+    kill -0 "$EMU_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+peer_server_finish() {  # peer_server_finish NAME: wait (20 s) for the peer server; its status
+  local i rc
+  if [ $RXE_PEER = 1 ]; then
+    gbg_finish peer "$1" rxe2 20
+    return "$(cat "$RES/cases/$1.rxe2.rc" 2>/dev/null || echo 125)"
+  fi
+  for ((i = 0; i < 200; i++)); do kill -0 "$EMU_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$EMU_PID" 2>/dev/null && kill "$EMU_PID"
+  wait "$EMU_PID"; rc=$?
+  EMU_PID=""
+  return $rc
+}
+
 run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
-  local name tool srv flags netem tmo port d t0 rc_emu rc_guest reason="" gcmd
+  local name tool srv flags netem tmo port d t0 rc_peer rc_rxe reason="" gcmd
   IFS='|' read -r name tool srv flags netem tmo <<< "$2"
   port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
-  local -a emu; mapfile -t emu < <(emu_args "$tool" "$flags" "$port")
   gcmd=$(guest_cmd "$tool" "$flags" "$port")
-  rm -f "$RES/cases/$name.guest.rc"
+  : > "$d.cmd"
 
   if [ -n "$netem" ]; then
-    gjob 20 "tc qdisc replace dev eth0 root netem $netem && tc qdisc show dev eth0" > "$d.netem" 2>&1 ||
+    gjob guest 20 "tc qdisc replace dev eth0 root netem $netem && tc qdisc show dev eth0" > "$d.netem" 2>&1 ||
       reason="netem could not be set: $(last_line "$d.netem")"
   fi
   cap_start "$d.pcap"
   if [ -n "$reason" ]; then :
-  elif [ ! -x "$HCAEMU" ]; then reason="hcaemu not found: $HCAEMU"
+  elif [ $RXE_PEER = 0 ] && [ ! -x "$HCAEMU" ]; then reason="hcaemu not found: $HCAEMU"
   elif [ "$srv" = rxe ]; then
-    { echo "guest (server): $gcmd"; echo "hcaemu (client): $(printf '%q ' "$HCAEMU" "${emu[@]}" "$GUEST_IP")"; } > "$d.cmd"
-    # the rxe server in the background (busybox timeout execs the tool: its pid is the tool's)
-    gjob 10 "( timeout $tmo $gcmd > /mnt/host/cases/$name.guest.log 2>&1 & echo \$! > /tmp/srv.pid; wait \$!; echo \$? > /mnt/host/cases/$name.guest.rc.tmp; mv /mnt/host/cases/$name.guest.rc.tmp /mnt/host/cases/$name.guest.rc ) >/dev/null 2>&1 &" >/dev/null
-    if ! gjob 20 "i=0; while [ \$i -lt 150 ]; do netstat -ltn | grep -q ':$port ' && exit 0; sleep 0.1; i=\$((i+1)); done; exit 1" >/dev/null; then
-      reason="rxe server not listening on :$port: $(last_line "$d.guest.log")"
+    echo "rxe (server): $gcmd" >> "$d.cmd"
+    gbg_start guest "$name" rxe "$tmo" "$gcmd"
+    if ! gbg_listening guest "$port"; then
+      reason="rxe server not listening on :$port: $(last_line "$d.rxe.log")"
     else
-      timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" "$GUEST_IP" > "$d.hcaemu.log" 2>&1
-      rc_emu=$?
-      # the server finishes on its own after a good run; after a failed client, give it 2 s
-      if ! wait_file "$d.guest.rc" $([ $rc_emu = 0 ] && echo 20 || echo 2); then
-        gjob 10 'kill $(cat /tmp/srv.pid) 2>/dev/null' >/dev/null
-        wait_file "$d.guest.rc" 5
-      fi
+      peer_client "$name" "$tool" "$flags" "$port" "$tmo"; rc_peer=$?
+      # after a good run the server ends by itself; after a failed client it is stopped in 2 s
+      gbg_finish guest "$name" rxe $([ $rc_peer = 0 ] && echo 20 || echo 2)
     fi
   else
-    { echo "hcaemu (server): $(printf '%q ' "$HCAEMU" "${emu[@]}")"; echo "guest (client): $gcmd $HOST_IP"; } > "$d.cmd"
-    timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
-    EMU_PID=$!
-    local i listening=0
-    for ((i = 0; i < 300; i++)); do    # 30 s: DPDK's EAL starts slowly under load
-      [ -n "$(nsx ss -Hltn "sport = :$port")" ] && { listening=1; break; }
-      kill -0 "$EMU_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    if [ $listening = 1 ]; then
-      gjob $((tmo + 10)) "timeout $tmo $gcmd $HOST_IP > /mnt/host/cases/$name.guest.log 2>&1; echo \$? > /mnt/host/cases/$name.guest.rc" >/dev/null
+    if peer_server "$name" "$tool" "$flags" "$port" "$tmo"; then
+      echo "rxe (client): $gcmd $PEER_OOB_IP" >> "$d.cmd"
+      gfg_run guest "$name" rxe "$tmo" "$gcmd $PEER_OOB_IP"
+      peer_server_finish "$name"; rc_peer=$?
+    else
+      peer_server_finish "$name"; rc_peer=$?
+      reason="$PEER server not listening on :$port (exit $rc_peer): $(why "$d.$PEER.log")"
     fi
-    for ((i = 0; i < 200; i++)); do kill -0 "$EMU_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$EMU_PID" 2>/dev/null && kill "$EMU_PID"
-    wait "$EMU_PID"; rc_emu=$?
-    EMU_PID=""
-    [ $listening = 1 ] || reason="hcaemu server not listening on :$port (exit $rc_emu): $(why "$d.hcaemu.log")"
   fi
   cap_stop
   if [ -n "$netem" ]; then
-    gjob 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+    gjob guest 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
   fi
 
-  rc_guest=$(cat "$d.guest.rc" 2>/dev/null || echo none)
-  local client_side=hcaemu; [ "$srv" = hcaemu ] && client_side=rxe
+  rc_rxe=$(cat "$d.rxe.rc" 2>/dev/null || echo none)
+  local peer_is_client=0; [ "$srv" = rxe ] && peer_is_client=1
   if [ -z "$reason" ]; then
-    if [ "${rc_emu:-x}" != 0 ]; then
-      reason="hcaemu exit ${rc_emu:-none}: $(why "$d.hcaemu.log")"
-    elif [ "$rc_guest" != 0 ]; then
-      reason="rxe exit $rc_guest: $(last_line "$d.guest.log")"
+    if [ "${rc_peer:-none}" != 0 ]; then
+      reason="$PEER exit ${rc_peer:-none}: $(why "$d.$PEER.log")"
+    elif [ "$rc_rxe" != 0 ]; then
+      reason="rxe exit $rc_rxe: $(last_line "$d.rxe.log")"
     else
-      reason=$(check_output rxe "$d.guest.log" "$tool" "$flags" $([ $client_side = rxe ] && echo 1 || echo 0)) &&
-      reason=$(check_output hcaemu "$d.hcaemu.log" "$tool" "$flags" $([ $client_side = hcaemu ] && echo 1 || echo 0))
+      reason=$(check_output rxe "$d.rxe.log" "$tool" "$flags" $((1 - peer_is_client))) &&
+      reason=$(check_output "$PEER" "$d.$PEER.log" "$tool" "$flags" $peer_is_client)
     fi
   fi
-  local roce
+  local roce ms
   roce=$(tcpdump -r "$d.pcap" -nn 'udp dst port 4791' 2>/dev/null | wc -l)
   if [ -z "$reason" ] && [ "$roce" -eq 0 ]; then reason="no RoCE v2 frame on br0"; fi
-  local ms=$(( $(now_ms) - t0 ))
+  ms=$(( $(now_ms) - t0 ))
   if [ -z "$reason" ]; then
-    report PASS "$name" "$roce RoCE frames, ${ms} ms"
+    report PASS "$name" "$roce RoCE v2 frames, ${ms} ms"
   else
     report FAIL "$name" "$reason (${ms} ms; logs: cases/$name.*)"
   fi
@@ -362,41 +423,52 @@ report() {  # report PASS|FAIL NAME REASON
 }
 
 # ------------------------------------------------------------------ the run
-log "results: $RES; guest: $CACHE (accel $ACCEL); hcaemu: $HCAEMU"
+if [ $RXE_PEER = 1 ]; then peer_desc="a second rxe guest, $PEER_IP"; else peer_desc=$HCAEMU; fi
+log "results: $RES; guest image: $CACHE (accel $ACCEL); peer: $peer_desc"
 topology_up || { echo "interop: FAIL: could not build the topology in netns $NS" >&2; exit 1; }
 t_boot=$(now_ms)
-guest_boot || { echo "interop: FAIL: qemu did not start (see $RES/guest-console.log)" >&2; exit 1; }
-if ! wait_file "$RES/ready" 180; then
-  report FAIL guest-boot "no rxe0 ready after 180 s: $(last_line "$RES/guest-console.log")"
-  exit 1
+guest_boot guest tap0 "$GUEST_IP" "$GUEST_MAC" || { echo "interop: FAIL: qemu did not start" >&2; exit 1; }
+if [ $RXE_PEER = 1 ]; then
+  guest_boot peer tap1 "$PEER_IP" "$PEER_MAC" || { echo "interop: FAIL: qemu (peer) did not start" >&2; exit 1; }
 fi
-report PASS guest-boot "rxe0 ready $(( $(now_ms) - t_boot )) ms after qemu start ($(grep -o 'uptime=[0-9.]*' "$RES/ready") s guest)"
+for g in "${!QEMU_PID[@]}"; do
+  if ! wait_file "$RES/$g/ready" 180; then
+    report FAIL "$g-boot" "no rxe0 after 180 s: $(last_line "$RES/$g/console.log")"
+    exit 1
+  fi
+  report PASS "$g-boot" "rxe0 ready $(( $(now_ms) - t_boot )) ms after qemu start ($(grep -o 'uptime=[0-9.]*' "$RES/$g/ready") s in the guest)"
+done
 
-# Guest checks: the rxe port, its IPv4-mapped GID at index 1, IP reachability of vhost0.
-if grep -q '^port_state=4: ACTIVE' "$RES/ready" && grep -q '^active_mtu=1024' "$RES/ready" &&
-   grep -q '^GID\[1\]=0000:0000:0000:0000:0000:ffff:c612:0002 type=RoCE v2' "$RES/ready"; then
+# Guest checks: the rxe port and its IPv4-mapped GID at index 1 (perftest -x 1, pingpong -g 1),
+# ibv_devinfo through libibverbs and the rxe provider, IP to vhost0 over the bridge.
+if grep -q '^port_state=4: ACTIVE' "$RES/guest/ready" && grep -q '^active_mtu=1024' "$RES/guest/ready" &&
+   grep -q '^GID\[1\]=0000:0000:0000:0000:0000:ffff:c612:0002 type=RoCE v2' "$RES/guest/ready"; then
   report PASS guest-rxe0 "PORT_ACTIVE, active_mtu 1024, GID[1] ::ffff:$GUEST_IP RoCE v2"
 else
-  report FAIL guest-rxe0 "unexpected port state or GID table: $(tr '\n' ' ' < "$RES/ready")"
+  report FAIL guest-rxe0 "unexpected port state or GID table: $(tr '\n' ' ' < "$RES/guest/ready")"
 fi
-out=$(gjob 30 "ibv_devinfo -d rxe0 -v" 2>&1) && grep -q 'transport:.*InfiniBand' <<< "$out" &&
-  grep -q 'link_layer:.*Ethernet' <<< "$out" && ok=1 || ok=0
-printf '%s\n' "$out" > "$RES/guest-ibv_devinfo.txt"
-if [ $ok = 1 ]; then report PASS guest-ibv_devinfo "rxe0: Ethernet link layer";
-else report FAIL guest-ibv_devinfo "$(tail -1 <<< "$out")"; fi
+gjob guest 30 "ibv_devinfo -d rxe0 -v" > "$RES/guest/ibv_devinfo.txt" 2>&1
+if grep -q 'transport:.*InfiniBand' "$RES/guest/ibv_devinfo.txt" && grep -q 'link_layer:.*Ethernet' "$RES/guest/ibv_devinfo.txt"; then
+  report PASS guest-ibv_devinfo "rxe0 through libibverbs: InfiniBand transport, Ethernet link layer"
+else
+  report FAIL guest-ibv_devinfo "$(last_line "$RES/guest/ibv_devinfo.txt")"
+fi
 cap_start "$RES/cases/guest-ping.pcap"
-out=$(gjob 30 "ping -c 3 -W 5 $HOST_IP" 2>&1); rc=$?
+gjob guest 30 "ping -c 3 -W 5 $HOST_IP" > "$RES/cases/guest-ping.log" 2>&1; rc=$?
 cap_stop
-printf '%s\n' "$out" > "$RES/cases/guest-ping.log"
-if [ $rc = 0 ] && grep -q '3 packets received' <<< "$out"; then
-  report PASS guest-ping "3/3 echo replies from $HOST_IP (vhost0)"
-else report FAIL guest-ping "ping rc $rc: $(tail -1 <<< "$out")"; fi
+if [ $rc = 0 ] && grep -q '3 packets received' "$RES/cases/guest-ping.log"; then
+  report PASS guest-ping "3/3 echo replies from $HOST_IP (vhost0, over br0)"
+else
+  report FAIL guest-ping "ping exit $rc: $(last_line "$RES/cases/guest-ping.log")"
+fi
 
 for ((c = 0; c < ${#SELECTED[@]}; c++)); do
-  qemu_alive || { report FAIL "${SELECTED[c]%%|*}" "the guest is gone: $(last_line "$RES/guest-console.log")"; continue; }
+  alive=1
+  for g in "${!QEMU_PID[@]}"; do qemu_alive "$g" || alive=0; done
+  if [ $alive = 0 ]; then report FAIL "${SELECTED[c]%%|*}" "a guest is gone (see */console.log)"; continue; fi
   run_case "$c" "${SELECTED[c]}"
 done
 
 total=$(( ($(now_ms) - T_START) / 1000 ))
-echo "== interop: $PASSED passed, $FAILED failed, ${total} s (accel $ACCEL); logs in $RES" | tee -a "$SUMMARY"
+echo "== interop: $PASSED passed, $FAILED failed, ${total} s (accel $ACCEL, peer $PEER); logs in $RES" | tee -a "$SUMMARY"
 [ $FAILED -eq 0 ]
