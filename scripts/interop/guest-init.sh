@@ -37,6 +37,7 @@ ip link set eth0 mtu "${ifc_mtu:-1500}"
 ip addr add "${ifc_ip:-198.18.0.2/24}" dev eth0
 ip link set eth0 up
 if [ -n "$ifc_netem" ]; then
+  # shellcheck disable=SC2046 # the words are netem's arguments
   tc qdisc replace dev eth0 root netem $(echo "$ifc_netem" | tr _ ' ') && say "netem: $ifc_netem"
 fi
 rdma link add rxe0 type rxe netdev eth0 || say "rdma link add rxe0 failed"

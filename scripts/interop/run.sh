@@ -10,7 +10,8 @@
 #     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
-# Environment: HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# Environment: HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
+# timeout is 900), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
 # Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
@@ -38,6 +39,7 @@ PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
 EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
 EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
+BUDGET=${HCAEMU_INTEROP_BUDGET:-840}   # s for the whole run; cases left after it FAIL unrun
 BASE_PORT=18600        # each case gets its own TCP port: no listener of one case meets the next
 
 # ------------------------------------------------------------------ the cases
@@ -140,6 +142,8 @@ qemu-system-x86_64 -version >/dev/null 2>&1 || skip "qemu-system-x86_64 does not
 if [ "$ACCEL" = auto ]; then
   if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then ACCEL=kvm; else ACCEL=tcg; fi
 fi
+# some nested KVMs reject MSR 0x10a (arch-capabilities) at start; the commas are qemu's
+# shellcheck disable=SC2054
 case $ACCEL in
   kvm) ACCEL_ARGS=(-accel kvm -cpu host,-arch-capabilities);;
   *) ACCEL_ARGS=(-accel tcg -cpu max);;
@@ -152,6 +156,11 @@ flock -n 9 || { echo "interop: FAIL: another interop run holds /run/hcaemu-inter
 if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; then
   echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
 fi
+# A run killed with SIGKILL leaves its guests behind: stop them by the pids it recorded.
+for f in "$RES"/*/qemu.pid; do
+  p=$(cat "$f" 2>/dev/null) || continue
+  [ -n "$p" ] && grep -q hcaemu-interop "/proc/$p/cmdline" 2>/dev/null && kill "$p"
+done
 rm -rf "$RES"
 mkdir -p "$RES/cases"
 RES=$(cd "$RES" && pwd)
@@ -380,7 +389,7 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
     else
       peer_client "$name" "$tool" "$flags" "$port" "$tmo"; rc_peer=$?
       # after a good run the server ends by itself; after a failed client it is stopped in 2 s
-      gbg_finish guest "$name" rxe $([ $rc_peer = 0 ] && echo 20 || echo 2)
+      gbg_finish guest "$name" rxe "$([ $rc_peer = 0 ] && echo 20 || echo 2)"
     fi
   else
     if peer_server "$name" "$tool" "$flags" "$port" "$tmo"; then
@@ -472,6 +481,9 @@ for ((c = 0; c < ${#SELECTED[@]}; c++)); do
   alive=1
   for g in "${!QEMU_PID[@]}"; do qemu_alive "$g" || alive=0; done
   if [ $alive = 0 ]; then report FAIL "${SELECTED[c]%%|*}" "a guest is gone (see */console.log)"; continue; fi
+  if [ $(( ($(now_ms) - T_START) / 1000 )) -ge "$BUDGET" ]; then
+    report FAIL "${SELECTED[c]%%|*}" "not run: the run's budget of $BUDGET s is spent"; continue
+  fi
   run_case "$c" "${SELECTED[c]}"
 done
 
