@@ -423,6 +423,13 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   drops=$(cap_dropped "$d.pcap")
   [ "${drops:-0}" = 0 ] || roce="$roce (capture dropped $drops)"
   if [ -z "$reason" ] && [ "$roce" = 0 ]; then reason="no RoCE v2 frame on br0"; fi
+  # Every RoCE v2 frame on the bridge, either side's, through hcaemu's own parser and ICRC check.
+  if [ -x "$HCAEMU" ] && tcpdump -r "$d.pcap" -w "$d.roce.pcap" 'udp dst port 4791' 2>/dev/null; then
+    if ! "$HCAEMU" dissect --strict --brief "$d.roce.pcap" > "$d.dissect.txt" 2>&1 && [ -z "$reason" ]; then
+      reason="hcaemu dissect --strict: $(grep -m1 -E '^  error ' "$d.dissect.txt" | tr -s ' ' || last_line "$d.dissect.txt")"
+    fi
+    rm -f "$d.roce.pcap"
+  fi
   ms=$(( $(now_ms) - t0 ))
   if [ -z "$reason" ]; then
     report PASS "$name" "$roce RoCE v2 frames, ${ms} ms"
