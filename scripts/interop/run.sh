@@ -11,7 +11,8 @@
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
 # Environment: HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
-# timeout is 900), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu also writes cases/NAME.hcaemu.pcap with
+# --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
 # Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
@@ -40,6 +41,7 @@ PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
 EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
 EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
+EMU_PCAP=${HCAEMU_INTEROP_EMU_PCAP:-}
 BUDGET=${HCAEMU_INTEROP_BUDGET:-840}   # s for the whole run; cases left after it FAIL unrun
 BASE_PORT=18600        # each case gets its own TCP port: no listener of one case meets the next
 
@@ -69,6 +71,8 @@ atomic_bw-fadd-rxe_srv       | atomic_bw  | rxe    | -A FETCH_AND_ADD -n 20     
 atomic_bw-fadd-hcaemu_srv    | atomic_bw  | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
 atomic_bw-cswap-rxe_srv      | atomic_bw  | rxe    | -A CMP_AND_SWAP -n 20          |         | 60
 atomic_bw-cswap-hcaemu_srv   | atomic_bw  | hcaemu | -A CMP_AND_SWAP -n 20          |         | 60
+atomic_lat-fadd-rxe_srv      | atomic_lat | rxe    | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_lat-fadd-hcaemu_srv   | atomic_lat | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
 write_lat-64-rxe_srv         | write_lat  | rxe    | -s 64 -n 20                    |         | 60
 write_lat-64-hcaemu_srv      | write_lat  | hcaemu | -s 64 -n 20                    |         | 60
 write_lat-8192-rxe_srv       | write_lat  | rxe    | -s 8192 -n 20                  |         | 60
@@ -287,7 +291,7 @@ guest_cmd() {  # guest_cmd TOOL FLAGS PORT: the rxe side's command line
     *) echo "ib_$1 -d rxe0 -x 1 -F -p $3 $2";;
   esac
 }
-emu_args() {  # emu_args TOOL FLAGS PORT: hcaemu's arguments, one word per line
+emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per line
   local -a a f
   case $1 in
     pingpong) a=(pingpong -g 1 -p "$3");;
@@ -295,6 +299,7 @@ emu_args() {  # emu_args TOOL FLAGS PORT: hcaemu's arguments, one word per line
   esac
   read -r -a f <<< "$2"
   printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
+  [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$4.hcaemu.pcap"
 }
 last_line() { grep -v '^\s*$' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
 why() {  # why FILE: the line that explains a failure: hcaemu's own message, else the last line
@@ -333,7 +338,7 @@ peer_client() {  # peer_client NAME TOOL FLAGS PORT TIMEOUT: run the peer as cli
     gfg_run peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4") $GUEST_IP"
     return "$(cat "$d.rxe2.rc" 2>/dev/null || echo 125)"
   fi
-  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4")
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
   echo "hcaemu (client): $(printf '%q ' "$HCAEMU" "${emu[@]}" "$GUEST_IP")" >> "$d.cmd"
   timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" "$GUEST_IP" > "$d.hcaemu.log" 2>&1
 }
@@ -344,7 +349,7 @@ peer_server() {  # peer_server NAME TOOL FLAGS PORT TIMEOUT: start the peer as s
     gbg_start peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4")"
     gbg_listening peer "$4"; return
   fi
-  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4")
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
   echo "hcaemu (server): $(printf '%q ' "$HCAEMU" "${emu[@]}")" >> "$d.cmd"
   timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
   EMU_PID=$!
