@@ -1,6 +1,13 @@
 #include "dpdk_port/dpdk.hpp"
 
 extern "C" {
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -9,9 +16,119 @@ extern "C" {
 #include <rte_ring.h>
 }
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace hcaemu::port {
+
+namespace {
+
+// The value of devarg `key` in "a=1,key=2" (vdev arguments), or `dflt`.
+uint32_t devarg_u32(const std::string& args, const std::string& key, uint32_t dflt) {
+    size_t pos = 0;
+    while (pos <= args.size()) {
+        size_t end = args.find(',', pos);
+        if (end == std::string::npos) end = args.size();
+        const std::string item = args.substr(pos, end - pos);
+        if (item.size() > key.size() && item.compare(0, key.size(), key) == 0 && item[key.size()] == '=') {
+            uint32_t v = 0;
+            const char* b = item.data() + key.size() + 1;
+            const char* e = item.data() + item.size();
+            auto r = std::from_chars(b, e, v);
+            if (r.ec == std::errc() && r.ptr == e) return v;
+            return dflt;
+        }
+        pos = end + 1;
+    }
+    return dflt;
+}
+
+// Sets a kernel interface's MTU and reads it back (netdevice(7): SIOCSIFMTU, SIOCGIFMTU).
+bool set_kernel_mtu(uint32_t if_index, uint32_t mtu, std::string& name, std::string& error) {
+    char buf[IF_NAMESIZE] = {};
+    if (!if_indextoname(if_index, buf)) {
+        error = "no kernel interface with index " + std::to_string(if_index) + ": " + std::strerror(errno);
+        return false;
+    }
+    name = buf;
+    const int s = socket(AF_INET, SOCK_DGRAM, 0);
+    if (s < 0) {
+        error = std::string("socket: ") + std::strerror(errno);
+        return false;
+    }
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, buf, IF_NAMESIZE);
+    ifr.ifr_mtu = int(mtu);
+    bool ok = ioctl(s, SIOCSIFMTU, &ifr) == 0;
+    if (!ok) error = "setting MTU " + std::to_string(mtu) + " on " + name + ": " + std::strerror(errno);
+    if (ok) {
+        ok = ioctl(s, SIOCGIFMTU, &ifr) == 0 && uint32_t(ifr.ifr_mtu) == mtu;
+        if (!ok) error = "MTU of " + name + " did not become " + std::to_string(mtu);
+    }
+    ::close(s);
+    return ok;
+}
+
+std::string port_name(uint16_t id) {
+    char name[RTE_ETH_NAME_MAX_LEN] = {};
+    if (rte_eth_dev_get_name_by_port(id, name) != 0) return "?";
+    return name;
+}
+
+}  // namespace
+
+struct LscHook {
+    // Runs in DPDK's interrupt thread when the PMD reports a link change.
+    static int on_lsc(uint16_t, rte_eth_event_type, void* arg, void*) {
+        static_cast<DpdkPort*>(arg)->update_link();
+        return 0;
+    }
+};
+
+std::string describe_ports() {
+    std::string out;
+    uint16_t id;
+    RTE_ETH_FOREACH_DEV(id) {
+        rte_eth_dev_info di{};
+        const bool info = rte_eth_dev_info_get(id, &di) == 0 && di.driver_name;
+        if (!out.empty()) out += ", ";
+        out += std::to_string(id) + " " + port_name(id);
+        if (info) out += std::string(" (") + di.driver_name + ")";
+    }
+    return out.empty() ? "none" : out;
+}
+
+bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
+    const uint16_t n = rte_eth_dev_count_avail();
+    if (name_or_index.empty()) {
+        if (n == 1) {
+            uint16_t p;
+            RTE_ETH_FOREACH_DEV(p) {
+                id = p;
+                return true;
+            }
+        }
+        error = n == 0 ? "no DPDK port: give one with the EAL arguments (--vdev=net_memif0,... or a PCI device)"
+                       : "several DPDK ports, name one: " + describe_ports();
+        return false;
+    }
+    uint32_t num = 0;
+    const char* b = name_or_index.data();
+    const char* e = b + name_or_index.size();
+    auto r = std::from_chars(b, e, num);
+    if (r.ec == std::errc() && r.ptr == e) {
+        if (num <= UINT16_MAX && rte_eth_dev_is_valid_port(uint16_t(num))) {
+            id = uint16_t(num);
+            return true;
+        }
+    } else if (rte_eth_dev_get_port_by_name(name_or_index.c_str(), &id) == 0) {
+        return true;
+    }
+    error = "no DPDK port '" + name_or_index + "'; ports: " + describe_ports();
+    return false;
+}
 
 std::vector<std::string> default_eal_args(int lcore) {
     return {"hcaemu", "--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", std::to_string(lcore),
@@ -44,36 +161,124 @@ bool eal_start(const std::vector<std::string>& args, std::string& error) {
 
 std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error) {
     if (!rte_eth_dev_is_valid_port(port_id)) {
-        error = "no DPDK port " + std::to_string(port_id);
+        error = "no DPDK port " + std::to_string(port_id) + "; ports: " + describe_ports();
+        return nullptr;
+    }
+    rte_eth_dev_info di{};
+    int e = rte_eth_dev_info_get(port_id, &di);
+    if (e != 0) {
+        error = "port " + std::to_string(port_id) + " info: " + rte_strerror(-e);
         return nullptr;
     }
     std::unique_ptr<DpdkPort> p(new DpdkPort());
     p->port_ = port_id;
     p->mtu_ = cfg.mtu;
+    p->driver_ = di.driver_name ? di.driver_name : "";
+    const std::string where = port_name(port_id) + " (" + p->driver_ + ")";
+    const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
+    const std::string args = da && da->args ? da->args : "";
+    const uint32_t frame = cfg.mtu + 18;  // Ethernet header, one VLAN tag
     // One mbuf holds a whole frame: mtu + Ethernet + one VLAN tag, after the headroom.
-    const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(cfg.mtu + 18, RTE_MBUF_DEFAULT_DATAROOM);
+    uint32_t room = std::max<uint32_t>(frame, RTE_MBUF_DEFAULT_DATAROOM);
+    if (p->driver_ == "net_memif") {
+        // memif splits a frame over buffers of bsize bytes (default 2048) and hands chained mbufs.
+        const uint32_t bsize = devarg_u32(args, "bsize", 2048);
+        if (bsize < frame) {
+            error = where + ": bsize=" + std::to_string(bsize) + " is smaller than the largest frame (" +
+                    std::to_string(frame) + " bytes for mtu " + std::to_string(cfg.mtu) +
+                    "); give bsize>=" + std::to_string(frame) + " (bsize=10240 carries mtu 9000)";
+            return nullptr;
+        }
+    } else if (p->driver_ == "net_af_packet") {
+        // TPACKET_V2 rx ring: the kernel puts the frame 66 bytes into each framesz slot (52-byte
+        // header + sockaddr_ll, aligned to 16, less the 14-byte MAC header) and cuts what is longer;
+        // the PMD's rx queue wants mbufs of framesz - 32 bytes.
+        const uint32_t framesz = devarg_u32(args, "framesz", 2048);
+        if (framesz < cfg.mtu + 80) {
+            error = where + ": framesz=" + std::to_string(framesz) + " carries frames up to " +
+                    std::to_string(framesz > 66 ? framesz - 66 : 0) + " bytes; mtu " + std::to_string(cfg.mtu) +
+                    " needs framesz>=" + std::to_string(cfg.mtu + 80) +
+                    " (a multiple of 16, at most blocksz, a multiple of the page size: framesz=10240,blocksz=20480 "
+                    "for mtu 9000)";
+            return nullptr;
+        }
+        // The kernel fills each block with whole frames; the PMD addresses frame i at i * framesz,
+        // so the two only agree when blocksz is a multiple of framesz (the PMD does not check).
+        const uint32_t blocksz = devarg_u32(args, "blocksz", uint32_t(getpagesize()));
+        if (blocksz % framesz != 0) {
+            error = where + ": blocksz=" + std::to_string(blocksz) + " is not a multiple of framesz=" +
+                    std::to_string(framesz) + ": the PMD would read frames where the kernel did not put them";
+            return nullptr;
+        }
+        room = std::max(room, framesz - 32);
+    }
+    room += RTE_PKTMBUF_HEADROOM;
+    if (room > UINT16_MAX) {
+        error = where + ": mtu " + std::to_string(cfg.mtu) + " needs mbufs of " + std::to_string(room) +
+                " bytes; DPDK's limit is 65535";
+        return nullptr;
+    }
     const uint32_t n = uint32_t(cfg.rx_desc) + cfg.tx_desc + cfg.extra_mbufs;
     const std::string name = "hcaemu_pool_" + std::to_string(port_id);
-    p->pool_ = rte_pktmbuf_pool_create(name.c_str(), n, 256, 0, uint16_t(std::min<uint32_t>(room, 65535)),
-                                       int(rte_eth_dev_socket_id(port_id)) < 0 ? 0 : rte_eth_dev_socket_id(port_id));
+    const int socket = rte_eth_dev_socket_id(port_id) < 0 ? 0 : rte_eth_dev_socket_id(port_id);
+    p->pool_ = rte_pktmbuf_pool_create(name.c_str(), n, 256, 0, uint16_t(room), socket);
     if (!p->pool_) {
-        error = "mempool: " + std::string(rte_strerror(rte_errno));
+        error = where + ": mempool of " + std::to_string(n) + " mbufs of " + std::to_string(room) +
+                " bytes: " + rte_strerror(rte_errno);
         return nullptr;
     }
     rte_eth_conf conf{};
-    int e = rte_eth_dev_configure(port_id, 1, 1, &conf);
-    if (e == 0) {
-        const int m = rte_eth_dev_set_mtu(port_id, uint16_t(cfg.mtu));
-        if (m != 0 && m != -ENOTSUP) e = m;  // some vdevs (net_ring) have no MTU to set
-    }
-    if (e == 0) e = rte_eth_rx_queue_setup(port_id, 0, cfg.rx_desc, rte_eth_dev_socket_id(port_id), nullptr, p->pool_);
-    if (e == 0) e = rte_eth_tx_queue_setup(port_id, 0, cfg.tx_desc, rte_eth_dev_socket_id(port_id), nullptr);
-    if (e == 0) e = rte_eth_dev_start(port_id);
+    p->lsc_ = di.dev_flags && (*di.dev_flags & RTE_ETH_DEV_INTR_LSC);
+    if (p->lsc_) conf.intr_conf.lsc = 1;
+    // net_memif's link is its peer connection but it raises no link interrupt (no
+    // RTE_ETH_DEV_INTR_LSC in 22.11): the bursts read its link status, which costs no system call.
+    p->watch_link_ = p->lsc_ || p->driver_ == "net_memif";
+    e = rte_eth_dev_configure(port_id, 1, 1, &conf);
     if (e != 0) {
-        error = "port " + std::to_string(port_id) + " setup: " + rte_strerror(-e);
+        error = where + ": configure: " + rte_strerror(-e);
+        return nullptr;
+    }
+    p->open_ = true;  // from here close() undoes it
+    const int m = rte_eth_dev_set_mtu(port_id, uint16_t(cfg.mtu));
+    if (m == 0) {
+        p->mtu_how_ = "ethdev";
+    } else if (m == -ENOTSUP) {
+        p->mtu_how_ = "none (PMD has no MTU)";  // net_ring; net_memif (bsize checked above)
+    } else if (m == -EINVAL && p->driver_ == "net_af_packet" && di.if_index != 0 && cfg.mtu > 1500) {
+        std::string ifname;
+        std::string why;
+        if (!set_kernel_mtu(di.if_index, cfg.mtu, ifname, why)) {
+            error = where + ": MTU " + std::to_string(cfg.mtu) + ": the PMD allows frames up to " +
+                    std::to_string(di.max_rx_pktlen) + " bytes, and the kernel interface refused: " + why;
+            return nullptr;
+        }
+        p->mtu_how_ = "kernel interface " + ifname;
+    } else {
+        error = where + ": the PMD refuses MTU " + std::to_string(cfg.mtu) + " (" + rte_strerror(-m) +
+                "; its largest frame is " + std::to_string(di.max_rx_pktlen) + " bytes)";
+        return nullptr;
+    }
+    e = rte_eth_rx_queue_setup(port_id, 0, cfg.rx_desc, unsigned(socket), nullptr, p->pool_);
+    if (e == 0) e = rte_eth_tx_queue_setup(port_id, 0, cfg.tx_desc, unsigned(socket), nullptr);
+    if (e != 0) {
+        error = where + ": queue setup: " + rte_strerror(-e);
+        return nullptr;
+    }
+    if (p->watch_link_) p->link_.store(false);
+    if (p->lsc_) {
+        e = rte_eth_dev_callback_register(port_id, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, p.get());
+        if (e != 0) {
+            error = where + ": link callback: " + rte_strerror(-e);
+            return nullptr;
+        }
+    }
+    e = rte_eth_dev_start(port_id);
+    if (e != 0) {
+        error = where + ": start: " + rte_strerror(-e);
         return nullptr;
     }
     p->started_ = true;
+    if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
     if (cfg.mac) {
         std::memcpy(a.addr_bytes, cfg.mac->data(), 6);
@@ -86,12 +291,51 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
     return p;
 }
 
-DpdkPort::~DpdkPort() {
-    if (started_) {
-        rte_eth_dev_stop(port_);
-        rte_eth_dev_close(port_);
+void DpdkPort::update_link() {
+    rte_eth_link l{};
+    if (rte_eth_link_get_nowait(port_, &l) != 0) return;
+    const bool up = l.link_status == RTE_ETH_LINK_UP;
+    if (link_.exchange(up, std::memory_order_acq_rel) != up) (up ? up_events_ : down_events_).fetch_add(1);
+}
+
+bool DpdkPort::link_up() {
+    if (watch_link_) {
+        if (!lsc_) update_link();
+        return link_.load(std::memory_order_acquire);
     }
+    rte_eth_link l{};
+    return rte_eth_link_get_nowait(port_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
+}
+
+LinkStats DpdkPort::link_stats() const {
+    return LinkStats{up_events_.load(), down_events_.load(), polls_while_down_};
+}
+
+void DpdkPort::close() {
+    // -EAGAIN while the callback runs: wait for it (bounded), it must not outlive this object.
+    for (int i = 0; lsc_ && i < 10000; ++i) {
+        if (rte_eth_dev_callback_unregister(port_, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, this) != -EAGAIN) break;
+        usleep(100);
+    }
+    lsc_ = false;
+    if (started_) rte_eth_dev_stop(port_);
+    started_ = false;
+    if (open_) rte_eth_dev_close(port_);
+    open_ = false;
     if (pool_) rte_mempool_free(pool_);
+    pool_ = nullptr;
+}
+
+DpdkPort::~DpdkPort() { close(); }
+
+bool DpdkPort::link_ok() {
+    if (watch_link_ && !lsc_ && --until_link_check_ == 0) {
+        until_link_check_ = kLinkCheckEvery;
+        update_link();
+    }
+    if (link_.load(std::memory_order_acquire)) return true;
+    ++polls_while_down_;
+    return false;
 }
 
 bool DpdkPort::alloc(Frame& f) {
@@ -108,6 +352,7 @@ bool DpdkPort::alloc(Frame& f) {
 }
 
 uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
+    if (!link_ok()) return 0;
     rte_mbuf* mb[64];
     uint16_t k = n > 64 ? 64 : n;
     for (uint16_t i = 0; i < k; ++i) {
@@ -126,6 +371,7 @@ uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
 }
 
 uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
+    if (!link_ok()) return 0;
     rte_mbuf* mb[64];
     const uint16_t got = rte_eth_rx_burst(port_, 0, mb, n > 64 ? 64 : n);
     uint16_t k = 0;

@@ -2,6 +2,7 @@
 // net_ring, net_memif, net_af_packet, net_tap), one RX and one TX queue, a mempool sized from the
 // queue depths, bursts as DPDK's poll-mode drivers move them.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,19 +24,51 @@ std::vector<std::string> default_eal_args(int lcore = 0);
 // be started twice. `error` says why it failed.
 bool eal_start(const std::vector<std::string>& args, std::string& error);
 
+// The port to use, from what the EAL arguments created: a port number ("0"), an ethdev name
+// ("net_memif0", a PCI address), or "" for the only port there is. False and `error` (naming the
+// ports there are) when there is no such port, or none, or "" with several.
+bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error);
+
+// "0 net_memif0 (net_memif), 1 ..." or "none": for error messages and --help.
+std::string describe_ports();
+
 struct DpdkPortConfig {
     uint16_t rx_desc = 1024;
     uint16_t tx_desc = 1024;
-    uint32_t mtu = 1500;          // the largest IP packet; frames up to mtu + 18 bytes
+    // The largest IP packet; frames up to mtu + 18 bytes (one VLAN tag). Sets the link MTU
+    // (rte_eth_dev_set_mtu) and the mbuf data room, and is checked against the vdev's own limits:
+    // net_memif bsize, net_af_packet framesz (see open()).
+    uint32_t mtu = 1500;
     uint32_t extra_mbufs = 2048;  // beyond the rings: frames the HCA holds (built, in flight)
     std::optional<pkt::Mac> mac;  // the port's MAC instead of the device's (vdevs often have none)
 };
 
+// Link events as the port saw them (from the interrupt thread, hence atomics).
+struct LinkStats {
+    uint64_t up_events = 0;     // link went up (a memif peer connected)
+    uint64_t down_events = 0;   // link went down (the peer disconnected or died)
+    uint64_t polls_while_down = 0;  // rx_burst/tx_burst calls answered 0 without touching the PMD
+};
+
 class DpdkPort final : public Port {
 public:
-    // Configures and starts ethdev `port_id`. nullptr and `error` on failure.
+    // Configures and starts ethdev `port_id`. nullptr and `error` on failure: the message names
+    // the limit that failed and the devarg that lifts it.
+    //
+    // MTU: rte_eth_dev_set_mtu(mtu). PMDs without an MTU (net_ring, net_memif: -ENOTSUP) are
+    // accepted; net_memif then needs bsize >= mtu + 18, or frames would arrive chained. DPDK 22.11's
+    // net_af_packet and net_tap report a 1518/1522-byte max frame, so ethdev refuses any MTU above
+    // 1500: for net_af_packet, whose data path has no limit but framesz, the kernel interface's
+    // MTU is set instead (SIOCSIFMTU) and framesz must be >= mtu + 80; net_tap, whose tx path
+    // drops frames above the ethdev MTU, is refused.
+    //
+    // Link: where the link is the peer's presence (net_memif) or the PMD signals link changes
+    // (RTE_ETH_DEV_INTR_LSC), rx_burst/tx_burst return 0 without calling the PMD while the link is
+    // down, and count it; link changes are counted (link_stats). Other ports are always "up".
     static std::unique_ptr<DpdkPort> open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error);
-    ~DpdkPort() override;  // stops and closes the ethdev, frees the pool
+    ~DpdkPort() override;  // close()
+    // Stops and closes the ethdev (a vdev's port id is released) and frees the pool. Idempotent.
+    void close();
     DpdkPort(const DpdkPort&) = delete;
     DpdkPort& operator=(const DpdkPort&) = delete;
 
@@ -47,15 +80,36 @@ public:
     uint32_t mtu() const override { return mtu_; }
     PortStats stats() const override { return stats_; }
     uint16_t port_id() const { return port_; }
+    const std::string& driver() const { return driver_; }
+    // How the MTU is enforced: "ethdev", "kernel interface NAME", or "none (PMD has no MTU)".
+    const std::string& mtu_how() const { return mtu_how_; }
+    // The link now (watched ports), or as the PMD reports it (others; may be a system call).
+    bool link_up();
+    bool watches_link() const { return watch_link_; }
+    LinkStats link_stats() const;
 
 private:
     DpdkPort() = default;
+    friend struct LscHook;  // the link-change callback (dpdk.cpp)
+    void update_link();
+    bool link_ok();  // per burst: false while a watched link is down
+    static constexpr uint32_t kLinkCheckEvery = 16;  // bursts between link reads (no LSC)
     uint16_t port_ = 0;
     rte_mempool* pool_ = nullptr;
     pkt::Mac mac_{};
     uint32_t mtu_ = 1500;
     PortStats stats_;
     bool started_ = false;
+    bool open_ = false;
+    bool lsc_ = false;
+    bool watch_link_ = false;
+    uint32_t until_link_check_ = kLinkCheckEvery;
+    std::string driver_;
+    std::string mtu_how_;
+    std::atomic<bool> link_{true};
+    std::atomic<uint64_t> up_events_{0};
+    std::atomic<uint64_t> down_events_{0};
+    uint64_t polls_while_down_ = 0;
 };
 
 // Two ethdevs joined by a pair of rings in this process (DPDK's net_ring): the embedded default

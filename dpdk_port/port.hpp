@@ -42,6 +42,13 @@ public:
     virtual pkt::Mac mac() const = 0;
     virtual uint32_t mtu() const = 0;  // Ethernet MTU: the largest IP packet
     virtual PortStats stats() const = 0;
+    // The MAC of a neighbour (a RoCE v2 GID: an IPv6 address, or ::ffff:a.b.c.d). True when known;
+    // false otherwise, and a port that resolves addresses (NetPort: ARP, ND) starts asking.
+    virtual bool neighbor(const pkt::Ip6& gid, pkt::Mac& mac) {
+        (void)gid;
+        (void)mac;
+        return false;
+    }
 };
 
 }  // namespace hcaemu::port

@@ -11,6 +11,14 @@
 #include <random>
 #include <vector>
 
+extern "C" {
+#include <rte_bus_vdev.h>
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+}
+
+#include <filesystem>
+
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/dpdk.hpp"
 #include "tools/sim_pair.hpp"
@@ -143,6 +151,89 @@ TEST_CASE("two HCAs over the DPDK ring pair: RC WRITE, READ, SEND and atomics, b
     // 293 WRITE packets, a READ request, 5 SEND packets, a FetchAdd; 293 READ responses and ACKs back
     CHECK(ports[0]->stats().tx_frames >= 300);
     CHECK(ports[1]->stats().tx_frames >= 294);
+}
+
+TEST_CASE("find_port: by name, by number; errors name the ports there are", "[dpdk]") {
+    uint16_t a = 0, b = 0, id = 0;
+    std::string err;
+    REQUIRE(port::make_ring_pair("fp", a, b, err));
+    CHECK(port::find_port("net_ring_fp_a", id, err));
+    CHECK(id == a);
+    CHECK(port::find_port(std::to_string(b), id, err));
+    CHECK(id == b);
+    CHECK_FALSE(port::find_port("", id, err));
+    CHECK(err.rfind("several DPDK ports, name one: ", 0) == 0);
+    const std::string listed_a = std::to_string(a) + " net_ring_fp_a (net_ring)";
+    const std::string listed_b = std::to_string(b) + " net_ring_fp_b (net_ring)";
+    CHECK(err.find(listed_a) != std::string::npos);
+    CHECK(err.find(listed_b) != std::string::npos);
+    CHECK_FALSE(port::find_port("net_nosuch0", id, err));
+    CHECK(err.rfind("no DPDK port 'net_nosuch0'; ports: ", 0) == 0);
+    CHECK(err.find(listed_a) != std::string::npos);
+    CHECK_FALSE(port::find_port("65535", id, err));
+    CHECK_FALSE(port::find_port("70000", id, err));
+    CHECK(err.rfind("no DPDK port '70000'", 0) == 0);
+
+    // close(): the port is stopped and released, the pool freed; a second close() does nothing.
+    port::DpdkPortConfig c;
+    auto pa = port::DpdkPort::open(a, c, err);
+    REQUIRE(pa);
+    CHECK(pa->mtu_how() == "none (PMD has no MTU)");
+    CHECK_FALSE(pa->watches_link());
+    const std::string pool = "hcaemu_pool_" + std::to_string(a);
+    CHECK(rte_mempool_lookup(pool.c_str()) != nullptr);
+    pa->close();
+    CHECK(rte_mempool_lookup(pool.c_str()) == nullptr);
+    CHECK_FALSE(rte_eth_dev_is_valid_port(a));
+    pa->close();
+    pa.reset();
+    CHECK_FALSE(port::find_port("net_ring_fp_a", id, err));
+    auto pb = port::DpdkPort::open(b, c, err);
+    REQUIRE(pb);
+    pb.reset();
+    CHECK_FALSE(rte_eth_dev_is_valid_port(b));
+}
+
+TEST_CASE("net_memif: bsize below the largest frame is refused; with no peer the link is down", "[dpdk][memif]") {
+    char tmpl[] = "/tmp/hcaemu-memif-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string dir = tmpl;
+    const std::string args = "role=server,socket=" + dir + "/s.sock,socket-abstract=no";
+    REQUIRE(rte_vdev_init("net_memif7", args.c_str()) == 0);
+    uint16_t id = 0;
+    std::string err;
+    REQUIRE(port::find_port("net_memif7", id, err));
+    port::DpdkPortConfig c;
+    c.mtu = 9000;
+    CHECK(port::DpdkPort::open(id, c, err) == nullptr);
+    CHECK(err == "net_memif7 (net_memif): bsize=2048 is smaller than the largest frame (9018 bytes for mtu 9000); "
+                 "give bsize>=9018 (bsize=10240 carries mtu 9000)");
+    c.mtu = 1500;  // 1518-byte frames fit the default 2048-byte buffers
+    auto p = port::DpdkPort::open(id, c, err);
+    INFO(err);
+    REQUIRE(p);
+    CHECK(p->driver() == "net_memif");
+    CHECK(p->mtu_how() == "none (PMD has no MTU)");
+    CHECK(p->watches_link());
+    CHECK_FALSE(p->link_up());
+    port::Frame f;
+    REQUIRE(p->alloc(f));
+    f.len = 60;
+    std::memset(f.data, 0xab, 60);
+    CHECK(p->tx_burst(&f, 1) == 0);  // no peer: the frame stays ours
+    CHECK(f.handle != nullptr);
+    p->free(f);
+    port::Frame in[4];
+    CHECK(p->rx_burst(in, 4) == 0);
+    const auto ls = p->link_stats();
+    CHECK(ls.polls_while_down == 2);
+    CHECK(ls.up_events == 0);
+    CHECK(ls.down_events == 0);
+    CHECK(p->stats().tx_frames == 0);
+    p.reset();
+    CHECK_FALSE(rte_eth_dev_is_valid_port(id));
+    CHECK(rte_vdev_uninit("net_memif7") == 0);
+    std::filesystem::remove_all(dir);
 }
 
 int main(int argc, char** argv) {

@@ -19,5 +19,6 @@ int usage_error(const char* sub, const std::string& msg);
 int cmd_dissect(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
+int cmd_pingpong(int argc, char** argv);
 
 }  // namespace hcaemu::tools

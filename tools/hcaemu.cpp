@@ -16,6 +16,8 @@ constexpr const char* kHelp =
     "  demo                write a capture of one frame of every RoCE v2 opcode and dissect it\n"
     "  sim                 two HCAs over an in-memory wire in virtual time, with seeded faults:\n"
     "                      every packet and event traced, memory and completions verified\n"
+    "  pingpong [HOST]     ibv_rc_pingpong's SEND ping-pong on an hcaemu HCA over DPDK, facing\n"
+    "                      an unmodified ibv_rc_pingpong (same flags, same exchange, same output)\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
     if (sub == "dissect") return hcaemu::tools::cmd_dissect(argc - 1, argv + 1);
     if (sub == "demo") return hcaemu::tools::cmd_demo(argc - 1, argv + 1);
     if (sub == "sim") return hcaemu::tools::cmd_sim(argc - 1, argv + 1);
+    if (sub == "pingpong") return hcaemu::tools::cmd_pingpong(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

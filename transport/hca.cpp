@@ -46,16 +46,22 @@ void Hca::set_neighbor(const Gid& ip, const pkt::Mac& mac) {
     neighbors_.push_back({ip, mac});
 }
 
-bool Hca::resolve(const Gid& ip, pkt::Mac& mac) const {
+// The static table first, then the port (NetPort: ARP/ND; a miss starts resolution there).
+bool Hca::resolve(const Gid& ip, pkt::Mac& mac) {
     for (const auto& n : neighbors_)
         if (n.first == ip) {
             mac = n.second;
             return true;
         }
-    return false;
+    return port_.neighbor(ip, mac);
 }
 
-bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) const {
+const pkt::Headers& Hca::tmpl(QpCtx& c) {
+    if (c.dmac_unresolved && resolve(c.qp->attr.ah_attr.dgid, c.tmpl.eth.dst)) c.dmac_unresolved = false;
+    return c.tmpl;
+}
+
+bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) {
     GidEntry sgid;
     if (dev_.query_gid(1, av.sgid_index, sgid) != Status::ok) return false;
     h = pkt::Headers{};
@@ -109,7 +115,10 @@ void Hca::qp_modified(QpObj& qp, QpState from) {
         c.epsn = qp.attr.rq_psn;
         c.res.assign(std::max<uint32_t>(qp.attr.max_dest_rd_atomic, 1), RespResource{});
         c.res_next = 0;
-        if (qp.type != QpType::ud) headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
+        if (qp.type != QpType::ud) {
+            headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
+            c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        }
     }
     if (to == QpState::rts && from == QpState::rtr) {
         c.psn = c.una = qp.attr.sq_psn;
@@ -176,7 +185,7 @@ void Hca::schedule(QpCtx& c) {
 }
 
 Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn) {
-    pkt::Headers h = c.tmpl;
+    pkt::Headers h = tmpl(c);
     h.bth.opcode = pkt::op::acknowledge;
     h.bth.psn = psn;
     h.aeth = {syndrome, c.msn};

@@ -58,7 +58,7 @@ public:
     uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
     bool has_work() const { return !run_.empty() || !acks_.empty(); }
 
-    // A static neighbour entry: the MAC for an IP address (ARP and ND are the DPDK port's job).
+    // A static neighbour entry: the MAC for an IP address, consulted before the port's ARP/ND.
     void set_neighbor(const Gid& ip, const pkt::Mac& mac);
     void set_trace(TraceFn fn, void* ctx) { trace_fn_ = fn; trace_ctx_ = ctx; }
 
@@ -90,9 +90,15 @@ public:
     uint64_t now() const { return clock_.now_ns(); }
     TimerWheel& timers() { return timers_; }
     Counters& counters() { return dev_.counters(); }
-    bool resolve(const Gid& ip, pkt::Mac& mac) const;
+    // The peer's MAC: the static table, then port_.neighbor() (which may start ARP/ND).
+    bool resolve(const Gid& ip, pkt::Mac& mac);
+    // Headers for an address vector; the Ethernet destination is broadcast while the MAC is
+    // unknown. A connected QP's template then takes the MAC as soon as it is known (tmpl()); a UD
+    // AH caches only a resolved MAC, never the broadcast one.
     bool headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h,
-                     const pkt::Mac* dmac = nullptr) const;
+                     const pkt::Mac* dmac = nullptr);
+    // A connected QP's packet template, its destination MAC filled in once resolved.
+    const pkt::Headers& tmpl(QpCtx& c);
 
     // engines
     void req_run(QpCtx& c);

@@ -43,6 +43,7 @@ struct QpCtx {
     QpObj* qp = nullptr;
     Hca* hca = nullptr;
     pkt::Headers tmpl;          // Ethernet, IP, UDP and BTH fields fixed for this QP's packets
+    bool dmac_unresolved = false;  // tmpl.eth.dst is broadcast until the peer's MAC is known
     uint32_t mtu = 1024;        // path MTU in bytes
 
     // ---- requester (requester.cpp)

@@ -103,7 +103,7 @@ void Hca::req_run(QpCtx& c) {
             // A Q_Key with its high bit set means "use the QP's own" (IBTA ch. 10, Q_Keys).
             h.deth = {(w.remote_qkey & 0x80000000u) ? q.attr.qkey : w.remote_qkey, 0, q.qpn};
         } else {
-            h = c.tmpl;
+            h = tmpl(c);
         }
         h.bth.psn = c.psn;
         uint32_t plen = 0;

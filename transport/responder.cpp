@@ -154,7 +154,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                     const int32_t d = psn_diff(psn, r.first_psn);
                     if (d < 0 || uint32_t(d) >= r.npsn) continue;
                     if (r.atomic) {
-                        pkt::Headers h = c.tmpl;
+                        pkt::Headers h = tmpl(c);
                         h.bth.opcode = pkt::op::atomic_acknowledge;
                         h.bth.psn = r.first_psn;
                         h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
@@ -363,7 +363,7 @@ void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
                 invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
                 return;
             }
-            pkt::Headers h = c.tmpl;
+            pkt::Headers h = tmpl(c);
             h.bth.opcode = pkt::op::atomic_acknowledge;
             h.bth.psn = psn;
             h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
@@ -403,7 +403,7 @@ bool Hca::resp_send_reads(QpCtx& c, uint32_t budget) {
             const uint32_t idx = uint32_t(psn_diff(r.next_psn, r.first_psn));
             const bool first = idx == 0, last = idx + 1 == r.npsn;
             const uint32_t plen = std::min(c.mtu, r.length - r.next_off);
-            pkt::Headers h = c.tmpl;
+            pkt::Headers h = tmpl(c);
             using namespace pkt::op;
             h.bth.opcode = r.npsn == 1 ? read_response_only : first ? read_response_first
                                                          : last ? read_response_last : read_response_middle;

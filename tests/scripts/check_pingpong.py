@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""`hcaemu pingpong` end to end between two hcaemu processes joined by DPDK's net_memif, with the
+out-of-band exchange on TCP over loopback: both roles, one-packet and multi-packet messages, -c
+data check, -e completion events, the printed addresses agreeing across the two sides, the pcap
+of the run decoding; then the failures: bad arguments, nobody listening, nobody connecting, a
+hostile client, a peer address that never answers ARP. Every process has a deadline."""
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+failures = []
+
+
+def expect(name, cond, detail=""):
+    if not cond:
+        failures.append(f"{name}: {str(detail)[-2500:]}")
+    else:
+        print(f"ok   {name}")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def eal(lcore, vdev):
+    return f"--no-huge -m 256 --no-pci --no-shconf -l {lcore} --log-level lib.eal:error --vdev={vdev}"
+
+
+def memif(role, sock):
+    return f"net_memif0,role={role},id=0,socket={sock},socket-abstract=no,bsize=10240"
+
+
+def start(args):
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(p, timeout=60):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()  # our own child, by its handle
+        out, err = p.communicate()
+        return -999, out.decode(errors="replace"), err.decode(errors="replace")
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+ADDR = re.compile(r"^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$", re.M)
+
+
+def addresses(out):
+    return {m.group(1): m.group(2, 3, 4, 5) for m in ADDR.finditer(out)}
+
+
+def pair(h, tmp, size, iters, extra_s=(), extra_c=(), pcap=None, name="", ips=("198.18.0.1/24", "198.18.0.2/24")):
+    sock = os.path.join(tmp, f"memif-{name}.sock")
+    port = str(free_port())
+    srv = [h, "pingpong", "-p", port, "-s", str(size), "-n", str(iters), "-g", "1", "--timeout", "20",
+           "--eal", eal(0, memif("server", sock)), "--ip", ips[0], "--mac", "52:54:00:18:00:01"] + list(extra_s)
+    if pcap:
+        srv += ["--pcap", pcap]
+    cli = [h, "pingpong", "-p", port, "-s", str(size), "-n", str(iters), "-g", "1", "--timeout", "20",
+           "--eal", eal(1, memif("client", sock)), "--ip", ips[1], "--mac", "52:54:00:18:00:02"] + list(extra_c) + ["127.0.0.1"]
+    ps = start(srv)
+    time.sleep(0.3)
+    pc = start(cli)
+    rc_c, out_c, err_c = finish(pc)
+    rc_s, out_s, err_s = finish(ps)
+    return (rc_s, out_s, err_s), (rc_c, out_c, err_c)
+
+
+def check_pair(name, s, c, size, iters, chk, gids=("::ffff:198.18.0.1", "::ffff:198.18.0.2")):
+    (rc_s, out_s, err_s), (rc_c, out_c, err_c) = s, c
+    detail = f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}"
+    expect(f"{name}: both exit 0", rc_s == 0 and rc_c == 0, detail)
+    a_s, a_c = addresses(out_s), addresses(out_c)
+    expect(f"{name}: each side's remote address is the other's local address",
+           a_s.get("remote") == a_c.get("local") and a_c.get("remote") == a_s.get("local") and "local" in a_s, detail)
+    expect(f"{name}: GIDs are {gids}",
+           a_s.get("local", ("",) * 4)[3] == gids[0] and a_c.get("local", ("",) * 4)[3] == gids[1], detail)
+    for who, out in (("server", out_s), ("client", out_c)):
+        expect(f"{name}: {who} reports {size * iters * 2} bytes and {iters} iters",
+               re.search(rf"^{size * iters * 2} bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec$", out, re.M) is not None
+               and re.search(rf"^{iters} iters in [0-9.]+ seconds = [0-9.]+ usec/iter$", out, re.M) is not None, out)
+        if chk:
+            expect(f"{name}: {who} data check", f"data check: {iters} messages of {size} bytes received as sent" in out, out)
+
+
+def fake_server(port, reply, got):
+    """A TCP peer that plays ibv_rc_pingpong's server with a scripted reply."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(1)
+    srv.settimeout(20)
+    try:
+        c, _ = srv.accept()
+        c.settimeout(20)
+        data = b""
+        while len(data) < 52:
+            d = c.recv(52 - len(data))
+            if not d:
+                break
+            data += d
+        got.append(data)
+        c.sendall(reply)
+        try:
+            got.append(c.recv(5))
+        except OSError:
+            pass
+        c.close()
+    except OSError as e:
+        got.append(e)
+    srv.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hcaemu", required=True)
+    h = ap.parse_args().hcaemu
+    with tempfile.TemporaryDirectory() as tmp:
+        # 64 B (SEND Only) and 10000 B (FIRST, MIDDLE..., LAST at MTU 1024), with -c.
+        pcap = os.path.join(tmp, "pp.pcap")
+        s, c = pair(h, tmp, 64, 50, ["-c"], ["-c"], pcap=pcap, name="64")
+        check_pair("64 B x50 -c", s, c, 64, 50, True)
+        s, c = pair(h, tmp, 10000, 20, ["-c"], ["-c"], name="10000")
+        check_pair("10000 B x20 -c", s, c, 10000, 20, True)
+        # Completion events on one side, MTU 4096 on both, a small receive queue (re-posting).
+        s, c = pair(h, tmp, 4096, 30, ["-e", "-m", "4096", "-r", "4"], ["-m", "4096", "-r", "4", "-c"], name="ev")
+        check_pair("4096 B x30 -e -r 4", s, c, 4096, 30, False)
+        # IPv6 GIDs: the peers find each other by neighbour discovery (RFC 5180 benchmarking range).
+        pcap6 = os.path.join(tmp, "pp6.pcap")
+        s, c = pair(h, tmp, 3000, 10, ["-c"], ["-c"], pcap=pcap6, name="v6", ips=("2001:2::1/64", "2001:2::2/64"))
+        check_pair("IPv6 3000 B x10 -c", s, c, 3000, 10, True, gids=("2001:2::1", "2001:2::2"))
+        t = subprocess.run(["tshark", "-r", pcap6, "-n", "-T", "fields", "-e", "icmpv6.type", "-e", "infiniband.bth.opcode"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        rows = [l.split("\t") for l in t.stdout.splitlines()]
+        expect("IPv6 pcap: solicitation and advertisement, then RoCE v2 over IPv6",
+               any(r[0] == "135" for r in rows) and any(r[0] == "136" for r in rows)
+               and sum(1 for r in rows if len(r) > 1 and r[1] == "0") == 20, t.stdout[:800])
+
+        # The server's capture: ARP both ways, then SEND Only and ACK, all RoCE frames intact.
+        r = subprocess.run([h, "dissect", "--brief", pcap], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        roce = [l for l in r.stdout.splitlines() if "RC SEND Only QP=" in l]
+        expect("pcap: 100 SEND Only frames (50 each way)", len(roce) == 100, r.stdout[-2000:])
+        t = subprocess.run(["tshark", "-r", pcap, "-n", "-T", "fields", "-e", "arp.opcode"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        ops = [l for l in t.stdout.splitlines() if l]
+        expect("pcap: ARP request and reply captured", "1" in ops and "2" in ops, t.stdout[:500])
+
+        # Failures: each a clear message and a non-zero exit, never a hang.
+        base = ["--eal", eal(0, memif("server", os.path.join(tmp, "lonely.sock"))), "--ip", "198.18.0.1/24"]
+        for args, want in ((["-m", "300"], "256, 512"), (["-s", "0"], "-s"), (["--bogus"], "unknown option"),
+                           (["-p", "70000"], "-p"), (["--ip", "300.1.1.1/24"], "--ip"), (["--mac", "01:00:00:00:00:01"], "--mac"),
+                           (["a", "b"], "one server name")):
+            r = subprocess.run([h, "pingpong"] + base + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+            expect(f"bad args {args}: exit 2", r.returncode == 2 and want in r.stderr, (r.returncode, r.stderr))
+        r = subprocess.run([h, "pingpong", "--eal", eal(0, memif("server", os.path.join(tmp, "x.sock")))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        expect("no --ip: exit 2", r.returncode == 2 and "--ip" in r.stderr, r.stderr)
+        r = subprocess.run([h, "pingpong", "--eal", "--no-such-eal-flag", "--ip", "198.18.0.1/24"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        expect("bad EAL arguments: exit 1 with a message", r.returncode == 1 and "EAL" in r.stderr, r.stderr)
+
+        port = str(free_port())
+        r = subprocess.run([h, "pingpong", "-p", port, "--timeout", "2"] + base + ["127.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        expect("nobody listening: exit 1", r.returncode == 1 and "Couldn't connect" in r.stderr, r.stderr)
+        r = subprocess.run([h, "pingpong", "-p", port, "--timeout", "2"] + base,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        expect("nobody connecting: exit 1", r.returncode == 1 and "no client connected" in r.stderr, r.stderr)
+
+        # A hostile client: 52 bytes that are not an address.
+        port = free_port()
+        p = start([h, "pingpong", "-p", str(port), "--timeout", "10"] + base)
+        for _ in range(100):
+            try:
+                k = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            k = None
+        if k:
+            k.sendall(b"Z" * 51 + b"\0")
+            k.close()
+        rc, out, err = finish(p, 30)
+        expect("hostile client: exit 1, typed reason", rc == 1 and "bad_" in err, (rc, err))
+
+        # A server whose RoCE address never answers ARP: the client says so and stops.
+        port = free_port()
+        got = []
+        reply = b"0000:000011:123456:00000000000000000000ffffc6120063\0"  # ::ffff:198.18.0.99
+        th = threading.Thread(target=fake_server, args=(port, reply, got))
+        th.start()
+        time.sleep(0.2)
+        r = subprocess.run([h, "pingpong", "-p", str(port), "--timeout", "10", "-g", "1",
+                            "--eal", eal(1, memif("server", os.path.join(tmp, "nobody.sock"))), "--ip", "198.18.0.2/24",
+                            "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        th.join(30)
+        expect("client sent its address (52 bytes, GID ::ffff:198.18.0.2)",
+               got and isinstance(got[0], bytes) and len(got[0]) == 52 and got[0].endswith(b"ffffc6120002\0"), got)
+        expect("client sent done", len(got) > 1 and got[1] == b"done\0", got)
+        expect("unanswered ARP: exit 1", r.returncode == 1 and "no answer from 198.18.0.99" in r.stderr, (r.returncode, r.stderr))
+
+    if failures:
+        print(f"{len(failures)} check(s) failed:")
+        for f in failures:
+            print(" -", f)
+        return 1
+    print("all pingpong checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+// How a tool that faces a real peer (`hcaemu pingpong`, `hcaemu perf`) gets an HCA: DPDK's EAL from
+// the user's arguments, one ethdev, the IP side (ARP, ND, capture) over it, a device whose GID
+// table holds the given address, and the engine loop, polled by the tool's own thread in the
+// manner of a busy-polling verbs application.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dpdk_port/clock.hpp"
+#include "dpdk_port/dpdk.hpp"
+#include "dpdk_port/net_port.hpp"
+#include "dpdk_port/pcap_file.hpp"
+#include "hca_model/device.hpp"
+#include "transport/hca.hpp"
+
+namespace hcaemu::tools {
+
+struct AttachOptions {
+    std::string eal;                 // --eal "ARGS": EAL arguments (default: default_eal_args())
+    std::string port;                // --port NAME|INDEX: the ethdev (default: the first one)
+    std::string ip;                  // --ip A.B.C.D/N or X:X::X/N (required)
+    std::optional<pkt::Mac> mac;     // --mac: instead of the ethdev's own
+    std::string pcap;                // --pcap FILE: every frame sent and received
+    uint32_t link_mtu = 1500;        // --link-mtu N: the Ethernet MTU
+};
+
+// The attach options' help lines, for a subcommand's --help.
+extern const char* const kAttachHelp;
+
+// If argv[i] is an attach option, takes it (and its value, advancing i) and returns 1; 0 if it is
+// not one; -1 with `err` if its value is missing or bad.
+int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::string& err);
+
+// An address with a prefix length: IPv4 as its IPv4-mapped GID.
+struct IpPrefix {
+    pkt::Ip6 gid{};
+    uint8_t prefix = 0;
+    bool v4 = false;
+};
+std::optional<IpPrefix> parse_ip_prefix(const std::string& s);
+std::optional<pkt::Mac> parse_mac(const std::string& s);
+std::string gid_to_string(const pkt::Ip6& gid);  // a.b.c.d for IPv4-mapped, else IPv6 text
+
+class Attached {
+public:
+    // nullptr and `err` on failure: bad EAL arguments, no such ethdev, the port will not start.
+    static std::unique_ptr<Attached> open(const AttachOptions& o, std::string& err);
+    ~Attached();
+    Attached(const Attached&) = delete;
+    Attached& operator=(const Attached&) = delete;
+
+    Device& dev() { return *dev_; }
+    transport::Hca& hca() { return *hca_; }
+    port::NetPort& net() { return *net_; }
+    const pkt::Ip6& gid() const { return ip_.gid; }  // our address as a GID
+    int gid_index() const { return gid_index_; }       // its index in the GID table
+    uint64_t now_ns() const { return clock_.now_ns(); }
+
+    // Polls until the peer's MAC is known (ARP or ND), at most `timeout_ms`. False and `err` if
+    // the peer never answered.
+    bool resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& err);
+    size_t poll() { return hca_->poll(); }
+    // Counters worth a look after a run, one "name value" per line (non-zero ones only).
+    std::string stats_text() const;
+
+private:
+    Attached() = default;
+    port::SteadyClock clock_;
+    IpPrefix ip_;
+    int gid_index_ = 1;
+    std::unique_ptr<port::DpdkPort> dpdk_;
+    std::unique_ptr<port::NetPort> net_;
+    std::unique_ptr<port::PcapWriter> pcap_;
+    std::unique_ptr<Device> dev_;
+    std::unique_ptr<transport::Hca> hca_;
+};
+
+}  // namespace hcaemu::tools

@@ -1,0 +1,183 @@
+#include "tools/oob_tcp.hpp"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <thread>
+
+namespace hcaemu::tools {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+struct OobConn::Impl {
+    asio::io_context io;
+    tcp::socket sock{io};
+};
+
+namespace {
+
+// Runs the io_context until `done` or the deadline, calling `idle` in between; on the deadline,
+// cancels `s` and waits for the cancelled handlers. False when the deadline passed first.
+template <class Closable>
+bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms,
+               const std::function<bool()>& idle = {}) {
+    io.restart();
+    if (!idle) {
+        io.run_for(std::chrono::milliseconds(timeout_ms));
+    } else {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (!done && std::chrono::steady_clock::now() < end) {
+            const size_t ran = io.poll();
+            if (io.stopped()) io.restart();
+            if (!done && !idle() && !ran) io.run_for(std::chrono::microseconds(100));
+            if (io.stopped()) io.restart();
+        }
+    }
+    if (done) return true;
+    error_code ignored;
+    s.cancel(ignored);
+    io.restart();
+    io.run();
+    return done;
+}
+
+}  // namespace
+
+OobConn::OobConn(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OobConn::~OobConn() {
+    if (impl_) {
+        error_code ignored;
+        impl_->sock.shutdown(tcp::socket::shutdown_both, ignored);
+        impl_->sock.close(ignored);
+    }
+}
+
+std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std::string& err,
+                                         std::function<bool()> idle) {
+    auto impl = std::make_unique<Impl>();
+    error_code ec;
+    tcp::acceptor acc(impl->io);
+    // One IPv6 socket that also takes IPv4 (v4-mapped), as a dual-stack listener.
+    tcp::endpoint ep(tcp::v6(), port);
+    acc.open(ep.protocol(), ec);
+    if (!ec) acc.set_option(asio::ip::v6_only(false), ec);
+    if (ec) {  // no IPv6 on this host: IPv4 only
+        acc.close(ec);
+        ep = tcp::endpoint(tcp::v4(), port);
+        acc.open(ep.protocol(), ec);
+    }
+    if (!ec) acc.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acc.bind(ep, ec);
+    if (!ec) acc.listen(1, ec);
+    if (ec) {
+        err = "cannot listen on TCP port " + std::to_string(port) + ": " + ec.message();
+        return nullptr;
+    }
+    bool done = false;
+    error_code aec;
+    acc.async_accept(impl->sock, [&](const error_code& e) {
+        aec = e;
+        done = true;
+    });
+    if (!run_until(impl->io, acc, done, timeout_ms, idle) || aec) {
+        err = aec && aec != asio::error::operation_aborted
+                  ? "accept on TCP port " + std::to_string(port) + ": " + aec.message()
+                  : "no client connected to TCP port " + std::to_string(port) + " within " +
+                        std::to_string(timeout_ms / 1000) + " s";
+        return nullptr;
+    }
+    impl->sock.set_option(tcp::no_delay(true), ec);
+    auto c = std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+    c->set_idle(std::move(idle));
+    return c;
+}
+
+std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port, uint64_t timeout_ms,
+                                          std::string& err, std::function<bool()> idle) {
+    auto impl = std::make_unique<Impl>();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    error_code ec;
+    tcp::resolver res(impl->io);
+    const auto eps = res.resolve(host, std::to_string(port), tcp::resolver::numeric_service, ec);
+    if (ec || eps.empty()) {
+        err = "cannot resolve '" + host + "': " + (ec ? ec.message() : "no address");
+        return nullptr;
+    }
+    std::string last = "timed out";
+    for (;;) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        const auto left = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count());
+        bool done = false;
+        error_code cec;
+        asio::async_connect(impl->sock, eps, [&](const error_code& e, const tcp::endpoint&) {
+            cec = e;
+            done = true;
+        });
+        if (run_until(impl->io, impl->sock, done, std::max<uint64_t>(left, 1), idle) && !cec) {
+            impl->sock.set_option(tcp::no_delay(true), ec);
+            auto c = std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
+            c->set_idle(std::move(idle));
+            return c;
+        }
+        last = cec ? cec.message() : "timed out";
+        impl->sock.close(ec);
+        // The server may not be listening yet (it starts in parallel): try again shortly.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (std::chrono::steady_clock::now() < until)
+            if (!idle || !idle()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    err = "cannot connect to " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_ms / 1000) +
+          " s (" + last + ")";
+    return nullptr;
+}
+
+bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err) {
+    bool done = false;
+    error_code rec;
+    asio::async_read(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
+        rec = e;
+        done = true;
+    });
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
+        err = "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
+        return false;
+    }
+    if (rec) {
+        err = rec == asio::error::eof ? "the peer closed the connection" : "read: " + rec.message();
+        return false;
+    }
+    return true;
+}
+
+bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::string& err) {
+    bool done = false;
+    error_code wec;
+    asio::async_write(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
+        wec = e;
+        done = true;
+    });
+    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
+        err = "the peer took nothing for " + std::to_string(timeout_ms / 1000) + " s";
+        return false;
+    }
+    if (wec) {
+        err = "write: " + wec.message();
+        return false;
+    }
+    return true;
+}
+
+std::string OobConn::peer() const {
+    error_code ec;
+    const auto ep = impl_->sock.remote_endpoint(ec);
+    if (ec) return "?";
+    auto a = ep.address();
+    if (a.is_v6() && a.to_v6().is_v4_mapped()) a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+    return a.to_string() + ":" + std::to_string(ep.port());
+}
+
+}  // namespace hcaemu::tools
