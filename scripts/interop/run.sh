@@ -118,6 +118,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+HCAEMU=$(realpath -m "$HCAEMU")   # meson passes it relative to the build directory
+
 SELECTED=()
 while IFS='|' read -r name tool srv flags netem tmo; do
   name=$(trim "$name"); [ -n "$name" ] || continue
