@@ -10,6 +10,8 @@ PKGS=(
   libboost-dev                       # Boost.Asio (out-of-band TCP, control plane)
   catch2                             # unit tests (Catch2 v2)
   tshark python3-scapy               # independent decoders for cross-checks
+  qemu-system-x86 busybox-static cpio kmod iproute2 tcpdump   # interop: the rxe guest (scripts/interop)
+  ibverbs-utils ibverbs-providers perftest                    # interop: the guest's rdma-core tools
 )
 
 missing=()

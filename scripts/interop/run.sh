@@ -1,0 +1,529 @@
+#!/usr/bin/env bash
+# Interop tests: hcaemu against Linux Soft-RoCE (rdma_rxe) in a qemu guest.
+#
+#   scripts/interop/run.sh [options] [FILTER...]
+#     FILTER         run only the cases whose name contains one of these words (e.g. pingpong,
+#                    write_bw, loss, rxe_srv); the guest checks (guest-*) always run
+#     -l             list the cases and exit
+#     --hcaemu PATH  the hcaemu executable (default build/tools/hcaemu, or $HCAEMU)
+#     --results DIR  logs (default build/interop-results, or $HCAEMU_INTEROP_RESULTS)
+#     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
+#     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
+#                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
+# Environment: HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
+# timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu also writes cases/NAME.hcaemu.pcap with
+# --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
+#
+# Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
+#   guest eth0 198.18.0.2 (virtio) == tap0 ------+
+#   vhost0 198.18.0.1/24 (host kernel) == veth --+-- br0 (no IP, STP off)
+#   vemu0 (no IP, NOARP) == veth ----------------+
+#   (--rxe-peer: peer guest 198.18.0.3 == tap1 --+)
+# hcaemu runs in the namespace on vemu0 (DPDK net_af_packet) as 198.18.0.10 and answers ARP
+# itself. The out-of-band TCP exchange (ibv_rc_pingpong, perftest) uses the kernel's sockets,
+# so it runs between the guest and vhost0: a guest client connects to 198.18.0.1, which is
+# hcaemu's listening socket; the GIDs exchanged then carry RoCE to 198.18.0.10.
+#
+# Exit status: 0 all cases passed, 1 a case failed, 2 bad arguments, 77 (meson: skipped) qemu
+# cannot run here (not root, no qemu, no /dev/net/tun, no network namespaces).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+HCAEMU=${HCAEMU:-$REPO/build/tools/hcaemu}
+RES=${HCAEMU_INTEROP_RESULTS:-$REPO/build/interop-results}
+CACHE=${HCAEMU_INTEROP_CACHE:-$REPO/build/interop-guest}
+ACCEL=${HCAEMU_INTEROP_ACCEL:-auto}
+NS=hcaemu-interop
+GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
+PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
+HOST_IP=198.18.0.1
+EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
+EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
+EMU_PCAP=${HCAEMU_INTEROP_EMU_PCAP:-}
+BUDGET=${HCAEMU_INTEROP_BUDGET:-840}   # s for the whole run; cases left after it FAIL unrun
+BASE_PORT=18600        # each case gets its own TCP port: no listener of one case meets the next
+
+# ------------------------------------------------------------------ the cases
+# name | tool | server (rxe or hcaemu) | flags, given to both sides | guest netem | timeout (s)
+# guest netem: netem's arguments for everything the guest sends, or "noack ARGS": only for RoCE
+# packets other than ACK/NAK. ibv_rc_pingpong needs that: it has no closing handshake, so when
+# the last ACK is lost the side that exited has destroyed its QP, and the other side retries
+# against nothing until its retry count runs out (seen with rxe on both sides). perftest ends
+# with a handshake over TCP, so its cases lose ACKs too.
+# tool: pingpong = ibv_rc_pingpong / hcaemu pingpong; anything else = perftest's ib_TOOL /
+# hcaemu perf TOOL. Guest-side flags added: pingpong `-d rxe0 -g 1`, perftest `-d rxe0 -x 1 -F`;
+# hcaemu side: `-g 1` / `-x 1 -F` (GID 1 is the IPv4-mapped one on both).
+CASE_TABLE='
+pingpong-64-rxe_srv          | pingpong   | rxe    | -s 64 -n 100 -c                |         | 60
+pingpong-64-hcaemu_srv       | pingpong   | hcaemu | -s 64 -n 100 -c                |         | 60
+pingpong-4096-rxe_srv        | pingpong   | rxe    | -s 4096 -n 100 -c              |         | 60
+pingpong-4096-hcaemu_srv     | pingpong   | hcaemu | -s 4096 -n 100 -c              |         | 60
+write_bw-64-rxe_srv          | write_bw   | rxe    | -s 64 -n 20                    |         | 60
+write_bw-64-hcaemu_srv       | write_bw   | hcaemu | -s 64 -n 20                    |         | 60
+write_bw-8192-rxe_srv        | write_bw   | rxe    | -s 8192 -n 20                  |         | 60
+write_bw-8192-hcaemu_srv     | write_bw   | hcaemu | -s 8192 -n 20                  |         | 60
+read_bw-64-rxe_srv           | read_bw    | rxe    | -s 64 -n 20                    |         | 60
+read_bw-64-hcaemu_srv        | read_bw    | hcaemu | -s 64 -n 20                    |         | 60
+read_bw-8192-rxe_srv         | read_bw    | rxe    | -s 8192 -n 20                  |         | 60
+read_bw-8192-hcaemu_srv      | read_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+send_bw-64-rxe_srv           | send_bw    | rxe    | -s 64 -n 20                    |         | 60
+send_bw-64-hcaemu_srv        | send_bw    | hcaemu | -s 64 -n 20                    |         | 60
+send_bw-8192-rxe_srv         | send_bw    | rxe    | -s 8192 -n 20                  |         | 60
+send_bw-8192-hcaemu_srv      | send_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+atomic_bw-fadd-rxe_srv       | atomic_bw  | rxe    | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_bw-fadd-hcaemu_srv    | atomic_bw  | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_bw-cswap-rxe_srv      | atomic_bw  | rxe    | -A CMP_AND_SWAP -n 20          |         | 60
+atomic_bw-cswap-hcaemu_srv   | atomic_bw  | hcaemu | -A CMP_AND_SWAP -n 20          |         | 60
+atomic_lat-fadd-rxe_srv      | atomic_lat | rxe    | -A FETCH_AND_ADD -n 20         |         | 60
+atomic_lat-fadd-hcaemu_srv   | atomic_lat | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
+write_lat-64-rxe_srv         | write_lat  | rxe    | -s 64 -n 20                    |         | 60
+write_lat-64-hcaemu_srv      | write_lat  | hcaemu | -s 64 -n 20                    |         | 60
+write_lat-8192-rxe_srv       | write_lat  | rxe    | -s 8192 -n 20                  |         | 60
+write_lat-8192-hcaemu_srv    | write_lat  | hcaemu | -s 8192 -n 20                  |         | 60
+read_lat-64-rxe_srv          | read_lat   | rxe    | -s 64 -n 20                    |         | 60
+read_lat-64-hcaemu_srv       | read_lat   | hcaemu | -s 64 -n 20                    |         | 60
+read_lat-8192-rxe_srv        | read_lat   | rxe    | -s 8192 -n 20                  |         | 60
+read_lat-8192-hcaemu_srv     | read_lat   | hcaemu | -s 8192 -n 20                  |         | 60
+send_lat-64-rxe_srv          | send_lat   | rxe    | -s 64 -n 20                    |         | 60
+send_lat-64-hcaemu_srv       | send_lat   | hcaemu | -s 64 -n 20                    |         | 60
+send_lat-8192-rxe_srv        | send_lat   | rxe    | -s 8192 -n 20                  |         | 60
+send_lat-8192-hcaemu_srv     | send_lat   | hcaemu | -s 8192 -n 20                  |         | 60
+loss5-pingpong-4096-rxe_srv  | pingpong   | rxe    | -s 4096 -n 50 -c               | noack loss 5% | 120
+loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c               | noack loss 5% | 120
+loss5-write_bw-8192-rxe_srv  | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-write_bw-8192-hcaemu_srv | write_bw | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+loss5-read_bw-8192-rxe_srv   | read_bw    | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-read_bw-8192-hcaemu_srv | read_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+loss5-send_bw-8192-rxe_srv   | send_bw    | rxe    | -s 8192 -n 32                  | loss 5% | 120
+loss5-send_bw-8192-hcaemu_srv | send_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+'
+
+trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
+
+# ------------------------------------------------------------------ arguments
+LIST=0 RXE_PEER=0 FILTERS=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -l) LIST=1;;
+    --rxe-peer) RXE_PEER=1;;
+    --hcaemu) HCAEMU=$2; shift;;
+    --results) RES=$2; shift;;
+    --cache) CACHE=$2; shift;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0;;
+    -*) echo "run.sh: unknown option $1" >&2; exit 2;;
+    *) FILTERS+=("$1");;
+  esac
+  shift
+done
+
+HCAEMU=$(realpath -m "$HCAEMU")   # meson passes it relative to the build directory
+
+SELECTED=()
+while IFS='|' read -r name tool srv flags netem tmo; do
+  name=$(trim "$name"); [ -n "$name" ] || continue
+  keep=$(( ${#FILTERS[@]} == 0 ))
+  for f in "${FILTERS[@]}"; do [[ $name == *"$f"* ]] && keep=1; done
+  [ $keep = 1 ] && SELECTED+=("$name|$(trim "$tool")|$(trim "$srv")|$(trim "$flags")|$(trim "$netem")|$(trim "$tmo")")
+done <<< "$CASE_TABLE"
+if [ $LIST = 1 ]; then printf '%s\n' "${SELECTED[@]%%|*}"; exit 0; fi
+if [ ${#FILTERS[@]} -gt 0 ] && [ ${#SELECTED[@]} -eq 0 ]; then
+  echo "run.sh: no case matches: ${FILTERS[*]}" >&2; exit 2
+fi
+
+skip() {
+  echo "###############################################################" >&2
+  echo "### interop SKIPPED: $*" >&2
+  echo "###############################################################" >&2
+  exit 77
+}
+now_ms() { date +%s%3N; }
+log() { echo "[interop $(date +%T)] $*"; }
+nsx() { ip netns exec "$NS" "$@"; }
+
+# ------------------------------------------------------------------ can qemu run here?
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespace, tap, qemu)"
+T_START=$(now_ms)
+if ! "$HERE/build-guest.sh" "$CACHE"; then
+  command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing and could not be installed"
+  echo "interop: FAIL: build-guest.sh failed" >&2; exit 1
+fi
+qemu-system-x86_64 -version >/dev/null 2>&1 || skip "qemu-system-x86_64 does not run"
+[ -c /dev/net/tun ] || skip "no /dev/net/tun (tap devices)"
+if [ "$ACCEL" = auto ]; then
+  if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then ACCEL=kvm; else ACCEL=tcg; fi
+fi
+# some nested KVMs reject MSR 0x10a (arch-capabilities) at start; the commas are qemu's
+# shellcheck disable=SC2054
+case $ACCEL in
+  kvm) ACCEL_ARGS=(-accel kvm -cpu host,-arch-capabilities);;
+  *) ACCEL_ARGS=(-accel tcg -cpu max);;
+esac
+
+# One run at a time: the namespace name and the addresses are fixed.
+exec 9> /run/hcaemu-interop.lock
+flock -n 9 || { echo "interop: FAIL: another interop run holds /run/hcaemu-interop.lock" >&2; exit 1; }
+
+if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; then
+  echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
+fi
+# A run killed with SIGKILL leaves its guests behind: stop them by the pids it recorded.
+for f in "$RES"/*/qemu.pid; do
+  p=$(cat "$f" 2>/dev/null) || continue
+  [ -n "$p" ] && grep -q hcaemu-interop "/proc/$p/cmdline" 2>/dev/null && kill "$p"
+done
+rm -rf "$RES"
+mkdir -p "$RES/cases"
+RES=$(cd "$RES" && pwd)
+SUMMARY=$RES/summary.txt
+: > "$SUMMARY"
+# The peer: hcaemu, or (--rxe-peer) a second rxe guest. PEER names its files: cases/NAME.$PEER.*
+PEER=hcaemu; [ $RXE_PEER = 1 ] && PEER=rxe2
+# Where a guest client connects for the out-of-band exchange: hcaemu listens on the kernel's
+# socket in the namespace (vhost0); a peer guest on its own address.
+PEER_OOB_IP=$HOST_IP; [ $RXE_PEER = 1 ] && PEER_OOB_IP=$PEER_IP
+
+# ------------------------------------------------------------------ teardown (always)
+declare -A QEMU_PID=()
+TCPDUMP_PID="" EMU_PID=""
+cleanup() {
+  local g i
+  [ -n "$EMU_PID" ] && kill "$EMU_PID" 2>/dev/null
+  [ -n "$TCPDUMP_PID" ] && kill "$TCPDUMP_PID" 2>/dev/null
+  for g in "${!QEMU_PID[@]}"; do
+    [ -d "$RES/$g/jobs" ] && : > "$RES/$g/jobs/halt"     # the agent powers the guest off
+    for ((i = 0; i < 100; i++)); do qemu_alive "$g" || break; sleep 0.1; done
+    qemu_alive "$g" && kill "${QEMU_PID[$g]}"
+  done
+  ip netns list | grep -qx "$NS\( .*\)\?" && ip netns del "$NS"
+  return 0
+}
+qemu_alive() {  # qemu_alive GUEST: the pid recorded for GUEST is still our qemu
+  local p=${QEMU_PID[$1]:-}
+  [ -n "$p" ] && kill -0 "$p" 2>/dev/null && grep -q qemu "/proc/$p/cmdline" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# ------------------------------------------------------------------ topology
+topology_up() {
+  ip netns list | grep -qx "$NS\( .*\)\?" && ip netns del "$NS"   # leftover of a killed run
+  ip netns add "$NS" || return 2
+  nsx sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || return 1
+  nsx ip link set lo up
+  nsx ip link add br0 type bridge stp_state 0 forward_delay 0 &&
+  nsx ip link set br0 up &&
+  nsx ip tuntap add dev tap0 mode tap &&
+  nsx ip link set tap0 master br0 up &&
+  nsx ip tuntap add dev tap1 mode tap &&      # --rxe-peer's guest
+  nsx ip link set tap1 master br0 up &&
+  nsx ip link add vhost0 type veth peer name vhost0-br &&
+  nsx ip link set vhost0-br master br0 up &&
+  nsx ip addr add "$HOST_IP/24" dev vhost0 &&
+  nsx ip link set vhost0 up &&
+  nsx ip link add vemu0 address "$EMU_MAC" type veth peer name vemu0-br &&
+  nsx ip link set vemu0-br master br0 up &&
+  nsx ip link set vemu0 arp off up   # no kernel ARP answers here: 198.18.0.10's ARP is hcaemu's
+}
+
+# ------------------------------------------------------------------ guests
+guest_boot() {  # guest_boot GUEST TAP IP MAC: qemu in the namespace; files in $RES/GUEST
+  local g=$1
+  mkdir -p "$RES/$g"
+  nsx qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m 1024 -smp 1 -name "hcaemu-interop-$g" \
+    -display none -monitor none -no-reboot -daemonize -pidfile "$RES/$g/qemu.pid" \
+    -serial "file:$RES/$g/console.log" \
+    -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initramfs.gz" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 ifc_dir=$g ifc_ip=$3/24 ifc_agent_timeout=1500" \
+    -netdev "tap,id=n0,ifname=$2,script=no,downscript=no" \
+    -device "virtio-net-pci,netdev=n0,mac=$4" \
+    -fsdev "local,id=fs0,path=$RES,security_model=none" \
+    -device virtio-9p-pci,fsdev=fs0,mount_tag=host || return 1
+  QEMU_PID[$g]=$(cat "$RES/$g/qemu.pid")
+}
+wait_file() {  # wait_file FILE SECONDS
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do [ -e "$1" ] && return 0; sleep 0.05; done
+  return 1
+}
+gjob() {  # gjob GUEST TIMEOUT 'script': run in the guest, print its output, return its status
+  local to=$2 j rc
+  j=$RES/$1/jobs/$(date +%s%N)   # a time, not a counter: gjob often runs in a $(...) subshell
+  printf '%s\n' "$3" > "$j.tmp" && mv "$j.tmp" "$j.sh"
+  if ! wait_file "$j.rc" "$to"; then echo "guest job timed out after ${to}s"; return 124; fi
+  cat "$j.out"; read -r rc < "$j.rc"; return "$rc"
+}
+# A tool in a guest, in the background (a server): output cases/NAME.TAG.log, exit status
+# cases/NAME.TAG.rc. busybox timeout keeps the pid (the tool's), so the pid file can stop it.
+gbg_start() {  # gbg_start GUEST NAME TAG TIMEOUT 'command'
+  local f=/mnt/host/cases/$2.$3
+  gjob "$1" 10 "( timeout $4 $5 > $f.log 2>&1 & echo \$! > /tmp/$2.pid; wait \$!; echo \$? > $f.rc.tmp; mv $f.rc.tmp $f.rc ) > /dev/null 2>&1 &" > /dev/null
+}
+gbg_listening() {  # gbg_listening GUEST PORT: a TCP listener on PORT within 15 s
+  gjob "$1" 20 "i=0; while [ \$i -lt 150 ]; do netstat -ltn | grep -q ':$2 ' && exit 0; sleep 0.1; i=\$((i+1)); done; exit 1" > /dev/null
+}
+gbg_finish() {  # gbg_finish GUEST NAME TAG SECONDS: wait for the exit status, else stop the tool
+  wait_file "$RES/cases/$2.$3.rc" "$4" && return 0
+  gjob "$1" 10 "kill \$(cat /tmp/$2.pid) 2>/dev/null" > /dev/null
+  wait_file "$RES/cases/$2.$3.rc" 5
+}
+gfg_run() {  # gfg_run GUEST NAME TAG TIMEOUT 'command': a tool in the foreground (a client)
+  local f=/mnt/host/cases/$2.$3
+  gjob "$1" $(($4 + 10)) "timeout $4 $5 > $f.log 2>&1; echo \$? > $f.rc" > /dev/null
+}
+
+# ------------------------------------------------------------------ captures
+cap_start() {  # cap_start FILE: everything on br0 (ARP, TCP, RoCE)
+  # not through nsx: $! must be tcpdump's own pid (ip netns exec execs it)
+  # a 32 MiB buffer: with the default (2 MiB) tcpdump dropped frames while TCG guests held the CPUs
+  ip netns exec "$NS" tcpdump -i br0 -Z root -B 32768 -U -s 0 --immediate-mode -w "$1" 2> "$1.log" &
+  TCPDUMP_PID=$!
+  wait_file "$1" 5; sleep 0.2
+}
+cap_stop() {
+  [ -n "$TCPDUMP_PID" ] || return 0
+  sleep 0.5                                   # the last frames leave the kernel's ring
+  kill "$TCPDUMP_PID" 2>/dev/null; wait "$TCPDUMP_PID" 2>/dev/null
+  TCPDUMP_PID=""
+}
+cap_dropped() {  # cap_dropped FILE: frames the kernel dropped before tcpdump read them
+  sed -n 's/^\([0-9]*\) packets dropped by kernel$/\1/p' "$1.log" 2>/dev/null | head -1
+}
+
+# ------------------------------------------------------------------ one case
+netem_script() {  # netem_script 'ARGS' | 'noack ARGS': the guest's tc commands for eth0
+  case $1 in
+    noack\ *)  # prio band 1:1 (default, and ACK/NAK: BTH opcode 0x11, 28 bytes into the IPv4
+               # packet without options) passes; other UDP 4791 goes to band 1:2 with netem
+      cat <<EOF
+tc qdisc replace dev eth0 root handle 1: prio bands 2 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 &&
+tc qdisc add dev eth0 parent 1:2 handle 20: netem ${1#noack } &&
+tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff match u8 0x11 0xff at 28 flowid 1:1 &&
+tc filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:2 &&
+tc qdisc show dev eth0 && tc filter show dev eth0
+EOF
+      ;;
+    *) echo "tc qdisc replace dev eth0 root netem $1 && tc qdisc show dev eth0";;
+  esac
+}
+guest_cmd() {  # guest_cmd TOOL FLAGS PORT: the rxe side's command line
+  case $1 in
+    pingpong) echo "ibv_rc_pingpong -d rxe0 -g 1 -p $3 $2";;
+    *) echo "ib_$1 -d rxe0 -x 1 -F -p $3 $2";;
+  esac
+}
+emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per line
+  local -a a f
+  case $1 in
+    pingpong) a=(pingpong -g 1 -p "$3");;
+    *) a=(perf "$1" -x 1 -F -p "$3");;
+  esac
+  read -r -a f <<< "$2"
+  printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
+  [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$4.hcaemu.pcap"
+}
+last_line() { grep -v '^\s*$' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
+why() {  # why FILE: the line that explains a failure: hcaemu's own message, else the last line
+  local l; l=$(grep -m1 '^hcaemu' "$1" 2>/dev/null | cut -c1-160)
+  echo "${l:-$(last_line "$1")}"
+}
+
+# Verdict on one side's output: prints a reason and returns 1 if it shows a failure.
+# What rxe's tools print on errors (rdma-core's ibv_rc_pingpong, perftest): "Couldn't ...",
+# "Failed ...", "... failed", "Completion with error", "invalid data in page" (-c).
+ERR_RE='couldn|fail|error|invalid data|unable|mismatch'
+check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
+  local side=$1 file=$2 tool=$3 flags=$4 client=$5 n size bad
+  bad=$(grep -iE "$ERR_RE" "$file" | head -1 | cut -c1-160)
+  if [ "$side" != hcaemu ] && [ -n "$bad" ]; then echo "$side printed: $bad"; return 1; fi
+  n=$(sed -n 's/.*-n \([0-9]*\).*/\1/p' <<< "$flags")
+  size=$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< "$flags"); size=${size:-8}
+  case $tool in
+    pingpong)   # both sides print "N iters in S seconds = U usec/iter"
+      grep -qE "^$n iters in [0-9.]+ seconds" "$file" || { echo "$side: no '$n iters in' line"; return 1; };;
+    *)          # perftest's result row "#bytes #iterations ...": the client prints it, and in
+                # perftest 4.5 both sides of every *_bw test and of send_lat do
+      if [ "$client" = 1 ] || [[ $tool == *_bw || $tool == send_lat ]]; then
+        awk -v s="$size" -v n="$n" '$1 == s && $2 == n {f = 1} END {exit !f}' "$file" ||
+          { echo "$side: no result row '$size $n ...'"; return 1; }
+      fi;;
+  esac
+  return 0
+}
+
+# The peer's side of a case: hcaemu in the namespace, or the second rxe guest.
+peer_client() {  # peer_client NAME TOOL FLAGS PORT TIMEOUT: run the peer as client; its status
+  local d=$RES/cases/$1
+  if [ $RXE_PEER = 1 ]; then
+    echo "rxe2 (client): $(guest_cmd "$2" "$3" "$4") $GUEST_IP" >> "$d.cmd"
+    gfg_run peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4") $GUEST_IP"
+    return "$(cat "$d.rxe2.rc" 2>/dev/null || echo 125)"
+  fi
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
+  echo "hcaemu (client): $(printf '%q ' "$HCAEMU" "${emu[@]}" "$GUEST_IP")" >> "$d.cmd"
+  timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" "$GUEST_IP" > "$d.hcaemu.log" 2>&1
+}
+peer_server() {  # peer_server NAME TOOL FLAGS PORT TIMEOUT: start the peer as server; 0 once it listens
+  local d=$RES/cases/$1 i
+  if [ $RXE_PEER = 1 ]; then
+    echo "rxe2 (server): $(guest_cmd "$2" "$3" "$4")" >> "$d.cmd"
+    gbg_start peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4")"
+    gbg_listening peer "$4"; return
+  fi
+  local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
+  echo "hcaemu (server): $(printf '%q ' "$HCAEMU" "${emu[@]}")" >> "$d.cmd"
+  timeout -k 5 "$5" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
+  EMU_PID=$!
+  for ((i = 0; i < 300; i++)); do    # 30 s: DPDK's EAL starts slowly on a loaded machine
+    [ -n "$(nsx ss -Hltn "sport = :$4")" ] && return 0
+    kill -0 "$EMU_PID" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+peer_server_finish() {  # peer_server_finish NAME: wait (20 s) for the peer server; its status
+  local i rc
+  if [ $RXE_PEER = 1 ]; then
+    gbg_finish peer "$1" rxe2 20
+    return "$(cat "$RES/cases/$1.rxe2.rc" 2>/dev/null || echo 125)"
+  fi
+  for ((i = 0; i < 200; i++)); do kill -0 "$EMU_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$EMU_PID" 2>/dev/null && kill "$EMU_PID"
+  wait "$EMU_PID"; rc=$?
+  EMU_PID=""
+  return $rc
+}
+
+run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
+  local name tool srv flags netem tmo port d t0 rc_peer rc_rxe reason="" gcmd
+  IFS='|' read -r name tool srv flags netem tmo <<< "$2"
+  port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
+  gcmd=$(guest_cmd "$tool" "$flags" "$port")
+  : > "$d.cmd"
+
+  if [ -n "$netem" ]; then
+    gjob guest 20 "$(netem_script "$netem")" > "$d.netem" 2>&1 ||
+      reason="netem could not be set: $(last_line "$d.netem")"
+  fi
+  cap_start "$d.pcap"
+  if [ -n "$reason" ]; then :
+  elif [ $RXE_PEER = 0 ] && [ ! -x "$HCAEMU" ]; then reason="hcaemu not found: $HCAEMU"
+  elif [ "$srv" = rxe ]; then
+    echo "rxe (server): $gcmd" >> "$d.cmd"
+    gbg_start guest "$name" rxe "$tmo" "$gcmd"
+    if ! gbg_listening guest "$port"; then
+      reason="rxe server not listening on :$port: $(last_line "$d.rxe.log")"
+    else
+      peer_client "$name" "$tool" "$flags" "$port" "$tmo"; rc_peer=$?
+      # after a good run the server ends by itself; after a failed client it is stopped in 2 s
+      gbg_finish guest "$name" rxe "$([ $rc_peer = 0 ] && echo 20 || echo 2)"
+    fi
+  else
+    if peer_server "$name" "$tool" "$flags" "$port" "$tmo"; then
+      echo "rxe (client): $gcmd $PEER_OOB_IP" >> "$d.cmd"
+      gfg_run guest "$name" rxe "$tmo" "$gcmd $PEER_OOB_IP"
+      peer_server_finish "$name"; rc_peer=$?
+    else
+      peer_server_finish "$name"; rc_peer=$?
+      reason="$PEER server not listening on :$port (exit $rc_peer): $(why "$d.$PEER.log")"
+    fi
+  fi
+  cap_stop
+  if [ -n "$netem" ]; then
+    gjob guest 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+  fi
+
+  rc_rxe=$(cat "$d.rxe.rc" 2>/dev/null || echo none)
+  local peer_is_client=0; [ "$srv" = rxe ] && peer_is_client=1
+  if [ -z "$reason" ]; then
+    if [ "${rc_peer:-none}" != 0 ]; then
+      reason="$PEER exit ${rc_peer:-none}: $(why "$d.$PEER.log")"
+    elif [ "$rc_rxe" != 0 ]; then
+      reason="rxe exit $rc_rxe: $(last_line "$d.rxe.log")"
+    else
+      reason=$(check_output rxe "$d.rxe.log" "$tool" "$flags" $((1 - peer_is_client))) &&
+      reason=$(check_output "$PEER" "$d.$PEER.log" "$tool" "$flags" $peer_is_client)
+    fi
+  fi
+  local roce ms drops
+  roce=$(tcpdump -r "$d.pcap" -nn 'udp dst port 4791' 2>/dev/null | wc -l)
+  drops=$(cap_dropped "$d.pcap")
+  [ "${drops:-0}" = 0 ] || roce="$roce (capture dropped $drops)"
+  if [ -z "$reason" ] && [ "$roce" = 0 ]; then reason="no RoCE v2 frame on br0"; fi
+  # Every RoCE v2 frame on the bridge, either side's, through hcaemu's own parser and ICRC check.
+  if [ -x "$HCAEMU" ] && tcpdump -r "$d.pcap" -w "$d.roce.pcap" 'udp dst port 4791' 2>/dev/null; then
+    if ! "$HCAEMU" dissect --strict --brief "$d.roce.pcap" > "$d.dissect.txt" 2>&1 && [ -z "$reason" ]; then
+      reason="hcaemu dissect --strict: $(grep -m1 -E '^  error ' "$d.dissect.txt" | tr -s ' ' || last_line "$d.dissect.txt")"
+    fi
+    rm -f "$d.roce.pcap"
+  fi
+  ms=$(( $(now_ms) - t0 ))
+  if [ -z "$reason" ]; then
+    report PASS "$name" "$roce RoCE v2 frames, ${ms} ms"
+  else
+    report FAIL "$name" "$reason (${ms} ms; logs: cases/$name.*)"
+  fi
+}
+
+PASSED=0 FAILED=0
+report() {  # report PASS|FAIL NAME REASON
+  printf '%s %-32s %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
+  if [ "$1" = PASS ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+}
+
+# ------------------------------------------------------------------ the run
+if [ $RXE_PEER = 1 ]; then peer_desc="a second rxe guest, $PEER_IP"; else peer_desc=$HCAEMU; fi
+log "results: $RES; guest image: $CACHE (accel $ACCEL); peer: $peer_desc"
+topology_up; rc=$?
+[ $rc = 2 ] && skip "cannot create a network namespace (ip netns add $NS)"
+[ $rc = 0 ] || { echo "interop: FAIL: could not build the topology in netns $NS" >&2; exit 1; }
+t_boot=$(now_ms)
+guest_boot guest tap0 "$GUEST_IP" "$GUEST_MAC" || { echo "interop: FAIL: qemu did not start" >&2; exit 1; }
+if [ $RXE_PEER = 1 ]; then
+  guest_boot peer tap1 "$PEER_IP" "$PEER_MAC" || { echo "interop: FAIL: qemu (peer) did not start" >&2; exit 1; }
+fi
+for g in "${!QEMU_PID[@]}"; do
+  if ! wait_file "$RES/$g/ready" 180; then
+    report FAIL "$g-boot" "no rxe0 after 180 s: $(last_line "$RES/$g/console.log")"
+    exit 1
+  fi
+  report PASS "$g-boot" "rxe0 ready $(( $(now_ms) - t_boot )) ms after qemu start ($(grep -o 'uptime=[0-9.]*' "$RES/$g/ready") s in the guest)"
+done
+
+# Guest checks: the rxe port and its IPv4-mapped GID at index 1 (perftest -x 1, pingpong -g 1),
+# ibv_devinfo through libibverbs and the rxe provider, IP to vhost0 over the bridge.
+if grep -q '^port_state=4: ACTIVE' "$RES/guest/ready" && grep -q '^active_mtu=1024' "$RES/guest/ready" &&
+   grep -q '^GID\[1\]=0000:0000:0000:0000:0000:ffff:c612:0002 type=RoCE v2' "$RES/guest/ready"; then
+  report PASS guest-rxe0 "PORT_ACTIVE, active_mtu 1024, GID[1] ::ffff:$GUEST_IP RoCE v2"
+else
+  report FAIL guest-rxe0 "unexpected port state or GID table: $(tr '\n' ' ' < "$RES/guest/ready")"
+fi
+gjob guest 30 "ibv_devinfo -d rxe0 -v" > "$RES/guest/ibv_devinfo.txt" 2>&1
+if grep -q 'transport:.*InfiniBand' "$RES/guest/ibv_devinfo.txt" && grep -q 'link_layer:.*Ethernet' "$RES/guest/ibv_devinfo.txt"; then
+  report PASS guest-ibv_devinfo "rxe0 through libibverbs: InfiniBand transport, Ethernet link layer"
+else
+  report FAIL guest-ibv_devinfo "$(last_line "$RES/guest/ibv_devinfo.txt")"
+fi
+cap_start "$RES/cases/guest-ping.pcap"
+gjob guest 30 "ping -c 3 -W 5 $HOST_IP" > "$RES/cases/guest-ping.log" 2>&1; rc=$?
+cap_stop
+if [ $rc = 0 ] && grep -q '3 packets received' "$RES/cases/guest-ping.log"; then
+  report PASS guest-ping "3/3 echo replies from $HOST_IP (vhost0, over br0)"
+else
+  report FAIL guest-ping "ping exit $rc: $(last_line "$RES/cases/guest-ping.log")"
+fi
+
+for ((c = 0; c < ${#SELECTED[@]}; c++)); do
+  alive=1
+  for g in "${!QEMU_PID[@]}"; do qemu_alive "$g" || alive=0; done
+  if [ $alive = 0 ]; then report FAIL "${SELECTED[c]%%|*}" "a guest is gone (see */console.log)"; continue; fi
+  if [ $(( ($(now_ms) - T_START) / 1000 )) -ge "$BUDGET" ]; then
+    report FAIL "${SELECTED[c]%%|*}" "not run: the run's budget of $BUDGET s is spent"; continue
+  fi
+  run_case "$c" "${SELECTED[c]}"
+done
+
+total=$(( ($(now_ms) - T_START) / 1000 ))
+echo "== interop: $PASSED passed, $FAILED failed, ${total} s (accel $ACCEL, peer $PEER); logs in $RES" | tee -a "$SUMMARY"
+[ $FAILED -eq 0 ]
