@@ -3,7 +3,8 @@
 // The exchange, as perftest 6.06 runs it (each message both ways, the client writing first; the
 // counts match ../shared/captures/rxe/oob_exchange_tcp18515.pcap):
 //   version (16 B), cycle buffer (4 B), cache line (4 B), MTU (2 B),
-//   QP information: once for QP 0, then once per QP (the data), then a barrier after RTR/RTS;
+//   QP information: once for QP 0, then once per QP (the data), for the latency tests once more
+//   per QP, then a barrier after RTR/RTS; send_lat: a barrier before each size;
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
@@ -726,6 +727,11 @@ int Session::run() {
     if (!env_.resolve(theirs_[0].gid, e)) return fail(e), 1;
     for (size_t q = 0; q < nq_; ++q)
         if (!connect(q)) return 1;
+    // The latency tests of perftest 6.06 exchange every QP's information once more after
+    // ctx_connect (seen against ib_{read,write}_lat in the interop tests); the BW tests do not.
+    if (o_.kind == Kind::lat)
+        for (size_t q = 0; q < nq_; ++q)
+            if (!qp_info(q, nullptr)) return 1;
     if (o_.verb == Verb::send)
         for (size_t q = 0; q < nq_; ++q)
             if (!client_ || o_.kind == Kind::lat)
@@ -778,6 +784,8 @@ int Session::run() {
             out(bw_line(rep, o_.gbits));
         } else {
             const bool rt = o_.verb == Verb::write || o_.verb == Verb::send;
+            // send_lat: a barrier before each size, once the receives are posted
+            if (o_.verb == Verb::send && !barrier()) return 1;
             if (o_.verb == Verb::write ? !write_lat(size) : o_.verb == Verb::send ? !send_lat(size) : !read_atomic_lat(size))
                 return 1;
             if (!o_.duration) out(lat_line(compute_lat(tposted_, size, rt)));
