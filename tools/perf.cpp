@@ -4,7 +4,7 @@
 // counts match ../shared/captures/rxe/oob_exchange_tcp18515.pcap):
 //   version (16 B), cycle buffer (4 B), cache line (4 B), MTU (2 B),
 //   QP information: once for QP 0, then once per QP (the data), for the latency tests once more
-//   per QP, then a barrier after RTR/RTS; send_lat: a barrier before each size;
+//   per QP, then a barrier after RTR/RTS;
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
@@ -551,7 +551,8 @@ bool Session::send_lat(uint64_t size) {
     const uint64_t base = recv_base_;
     recv_base_ += iters;
     while (scnt < iters || rcnt < iters) {
-        if (rcnt < iters && !(scnt < 1 && !client_)) {
+        // the client sends first (perftest's run_iter_lat_send; write latency: the server)
+        if (rcnt < iters && !(scnt < 1 && client_)) {
             ++rcnt;
             if (!wait([&] { return recvd_[0] >= base + rcnt; }, "waiting for the peer's SEND")) return false;
             if (!post_recv(0)) return false;
@@ -784,8 +785,6 @@ int Session::run() {
             out(bw_line(rep, o_.gbits));
         } else {
             const bool rt = o_.verb == Verb::write || o_.verb == Verb::send;
-            // send_lat: a barrier before each size, once the receives are posted
-            if (o_.verb == Verb::send && !barrier()) return 1;
             if (o_.verb == Verb::write ? !write_lat(size) : o_.verb == Verb::send ? !send_lat(size) : !read_atomic_lat(size))
                 return 1;
             if (!o_.duration) out(lat_line(compute_lat(tposted_, size, rt)));
