@@ -2,6 +2,8 @@
 // every such message in the reference capture of the real tools.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include "dpdk_port/pcap_file.hpp"
 #include "packet/bytes.hpp"
 #include "tools/oob.hpp"
+#include "tools/perf.hpp"
 
 using namespace hcaemu::tools::oob;
 
@@ -99,7 +102,8 @@ TEST_CASE("every out-of-band message in the capture of the real tools parses and
     hcaemu::port::PcapReader r(path);
     REQUIRE(r.ok());
     hcaemu::port::PcapFrame f;
-    size_t pingpong = 0, perftest = 0;
+    size_t pingpong = 0, perftest = 0, versions = 0, sys = 0, mtus = 0, results = 0, dones = 0;
+    std::vector<std::vector<uint8_t>> keep;
     while (r.next(f)) {
         // Ethernet, IPv4, TCP: the payload after the TCP header
         const uint8_t* d = f.data.data();
@@ -122,8 +126,152 @@ TEST_CASE("every out-of-band message in the capture of the real tools parses and
             const auto y = format(x);
             CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
             ++perftest;
+        } else if (plen == kPerftestVersionLen) {
+            char v[kPerftestVersionLen];
+            REQUIRE(parse_version(pl, v) == OobError::ok);
+            CHECK(std::string(v) == "6.06");
+            const auto y = format_version(v);
+            CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
+            ++versions;
+        } else if (plen == kPerftestSysLen) {
+            uint32_t v = 0;
+            REQUIRE(parse_sys(pl, v) == OobError::ok);
+            CHECK((v == 4096 || v == 64));  // the cycle buffer, the cache line
+            const auto y = format_sys(v);
+            CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
+            ++sys;
+        } else if (plen == kPerftestMtuLen) {
+            uint8_t m = 0;
+            REQUIRE(parse_mtu(pl, m) == OobError::ok);
+            CHECK(m == 3);  // IBV_MTU_1024
+            const auto y = format_mtu(m);
+            CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
+            ++mtus;
+        } else if (plen == kPerftestResultLen) {
+            uint64_t v = 0;
+            REQUIRE(parse_u64(pl, v) == OobError::ok);
+            const auto y = format_u64(v);
+            CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
+            if (hcaemu::pkt::load_be16(d + tcp + 2) == 18515) {  // towards the server: the client's
+                keep.emplace_back(pl.begin(), pl.end());
+            }
+            ++results;
+        } else if (plen == kPerftestDoneLen) {
+            CHECK(parse_done(pl) == OobError::ok);
+            const auto y = format_done();
+            CHECK(std::memcmp(y.data(), pl.data(), plen) == 0);
+            ++dones;
         }
     }
     CHECK(pingpong == 2);   // one ibv_rc_pingpong run: client and server
-    CHECK(perftest >= 16);  // two perftest runs: 4 handshakes each way at least
+    CHECK(perftest == 20);  // two perftest runs: 5 handshakes each way each
+    CHECK(versions == 4);
+    CHECK(sys == 8);
+    CHECK(mtus == 4);
+    CHECK(results == 20);
+    CHECK(dones == 5);      // ibv_rc_pingpong's client, both ends of both perftest runs
+
+    // The first run was `ib_write_bw -s 64 -n 5`: its client's five results, printed our way, are
+    // the line the real tool printed (tool-output/oob_exchange_tcp18515-1.client).
+    REQUIRE(keep.size() == 10);
+    hcaemu::tools::perf::BwReport w;
+    REQUIRE(parse_u64(keep[0], w.size) == OobError::ok);
+    REQUIRE(parse_u64(keep[1], w.iters) == OobError::ok);
+    REQUIRE(parse_double(keep[2], w.bw_peak) == OobError::ok);
+    REQUIRE(parse_double(keep[3], w.bw_avg) == OobError::ok);
+    REQUIRE(parse_double(keep[4], w.msg_rate) == OobError::ok);
+    CHECK(w.size == 64);
+    CHECK(w.iters == 5);
+    CHECK(hcaemu::tools::perf::bw_line(w, false) ==
+          " 64         5                0.05               0.05   \t\t   0.000750\n");
+}
+
+TEST_CASE("perftest's version, system data, MTU, results and done: exact bytes, strict parsing", "[oob]") {
+    const auto v = format_version("6.06");
+    CHECK(std::vector<uint8_t>(v.begin(), v.end()) ==
+          std::vector<uint8_t>{'6', '.', '0', '6', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+    char out[kPerftestVersionLen] = {'x'};
+    auto bad = v;
+    CHECK(parse_version(std::span<const uint8_t>(v.data(), 15), out) == OobError::bad_length);
+    bad[15] = '1';
+    CHECK(parse_version(bad, out) == OobError::no_terminator);
+    bad = v;
+    bad[8] = 'x';  // text after the terminator
+    CHECK(parse_version(bad, out) == OobError::bad_value);
+    bad = v;
+    bad[0] = 'v';
+    CHECK(parse_version(bad, out) == OobError::bad_value);
+    bad = {};
+    CHECK(parse_version(bad, out) == OobError::bad_value);  // empty
+    CHECK(out[0] == 'x');                                   // untouched by every failed parse
+    REQUIRE(parse_version(format_version("5.60"), out) == OobError::ok);
+    CHECK(std::string(out) == "5.60");
+
+    CHECK(format_sys(4096) == std::array<uint8_t, 4>{0, 0, 0x10, 0});
+    uint32_t n = 7;
+    CHECK(parse_sys(format_sys(0), n) == OobError::bad_value);
+    CHECK(parse_sys(format_sys((1u << 30) + 1), n) == OobError::bad_value);
+    CHECK(n == 7);
+    CHECK(parse_sys(std::span<const uint8_t>(format_sys(64).data(), 3), n) == OobError::bad_length);
+
+    CHECK(format_mtu(3) == std::array<uint8_t, 2>{'3', 0});
+    uint8_t m = 9;
+    const std::array<uint8_t, 2> m6{'6', 0}, m0{'0', 0}, mx{'3', 'x'};
+    CHECK(parse_mtu(m6, m) == OobError::bad_value);
+    CHECK(parse_mtu(m0, m) == OobError::bad_value);
+    CHECK(parse_mtu(mx, m) == OobError::no_terminator);
+    CHECK(m == 9);
+    for (uint8_t i = 1; i <= 5; ++i) {
+        REQUIRE(parse_mtu(format_mtu(i), m) == OobError::ok);
+        CHECK(m == i);
+    }
+
+    CHECK(format_u64(0x0102030405060708ull) == std::array<uint8_t, 8>{1, 2, 3, 4, 5, 6, 7, 8});
+    CHECK(format_double(1.0) == std::array<uint8_t, 8>{0x3f, 0xf0, 0, 0, 0, 0, 0, 0});
+    double d = 0;
+    REQUIRE(parse_double(format_double(-2.5), d) == OobError::ok);
+    CHECK(d == -2.5);
+    CHECK(parse_double(std::span<const uint8_t>(format_double(1).data(), 7), d) == OobError::bad_length);
+
+    const std::array<uint8_t, 5> done{'d', 'o', 'n', 'e', 0}, dona{'d', 'o', 'n', 'a', 0}, done_x{'d', 'o', 'n', 'e', 'x'};
+    CHECK(format_done() == done);
+    CHECK(parse_done(done) == OobError::ok);
+    CHECK(parse_done(dona) == OobError::bad_value);
+    CHECK(parse_done(done_x) == OobError::no_terminator);
+}
+
+TEST_CASE("perf results: perftest's arithmetic on known timestamps", "[perf]") {
+    using namespace hcaemu::tools::perf;
+    // ten 1000-byte WRITEs posted every 100 ns, a completion every 5th (CQ moderation 5)
+    std::vector<uint64_t> tp(10), tc(10, 0);
+    for (size_t i = 0; i < 10; ++i) tp[i] = i * 100;
+    tc[4] = 1000;
+    tc[9] = 3000;
+    const BwReport r = compute_bw(tp, tc, 1000, 5, false);
+    CHECK(r.size == 1000);
+    CHECK(r.iters == 10);
+    // the best run: posts 0..4 done at 1000 ns, 200 ns a message
+    CHECK(r.bw_peak == Approx(1000 * 1e9 / (200 * 1048576.0)));
+    CHECK(r.bw_avg == Approx(1000 * 10 * 1e9 / (3000 * 1048576.0)));
+    CHECK(r.msg_rate == Approx(10 * 1e9 / (3000 * 1e6)));
+    const BwReport g = compute_bw(tp, tc, 1000, 5, true);
+    CHECK(g.bw_peak == Approx(40.0));  // 8000 bits in 200 ns
+    CHECK(bw_line(r, false) == " 1000       10               4768.37            3178.91\t\t   3.333333\n");
+    CHECK(bw_header(true).find("BW peak[Gb/sec]") != std::string::npos);
+
+    // eight ping-pong posts: one-way gaps 5, 10, 5, 10, 5, 10, 55 us
+    const std::vector<uint64_t> lp{0, 10000, 30000, 40000, 60000, 70000, 90000, 200000};
+    const LatReport l = compute_lat(lp, 2, true);
+    CHECK(l.iters == 8);
+    CHECK(l.t_min == Approx(5));
+    CHECK(l.t_typical == Approx(5));  // the median of 5 5 5 10 10 (the two largest left out)
+    CHECK(l.t_avg == Approx(7));
+    CHECK(l.t_stdev == Approx(std::sqrt(6.0)));
+    CHECK(l.t_max == Approx(10));     // perftest's index: the first of the two left out
+    CHECK(l.p99 == Approx(10));
+    CHECK(l.p99_9 == Approx(10));
+    const LatReport one_way = compute_lat(lp, 2, false);  // READ, atomics: not halved
+    CHECK(one_way.t_avg == Approx(14));
+    CHECK(lat_line(l).rfind(" 2       8          5.00           10.00        5.00", 0) == 0);
+    CHECK(lat_duration_line(8, 1000, 2'000'000, false) == " 8             1000            2.00           500000.00\n");
 }

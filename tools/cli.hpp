@@ -20,5 +20,6 @@ int cmd_dissect(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
+int cmd_perf(int argc, char** argv);
 
 }  // namespace hcaemu::tools

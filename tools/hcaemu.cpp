@@ -20,6 +20,8 @@ constexpr const char* kHelp =
     "                      every packet and event traced, memory and completions verified\n"
     "  pingpong [HOST]     ibv_rc_pingpong's SEND ping-pong on an hcaemu HCA over DPDK, facing\n"
     "                      an unmodified ibv_rc_pingpong (same flags, same exchange, same output)\n"
+    "  perf TEST [SERVER]  perftest's ib_<TEST> (write_bw, read_bw, send_bw, atomic_bw, write_lat,\n"
+    "                      read_lat, send_lat, atomic_lat) over DPDK, facing hcaemu or perftest\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
     if (sub == "demo") return hcaemu::tools::cmd_demo(argc - 1, argv + 1);
     if (sub == "sim") return hcaemu::tools::cmd_sim(argc - 1, argv + 1);
     if (sub == "pingpong") return hcaemu::tools::cmd_pingpong(argc - 1, argv + 1);
+    if (sub == "perf") return hcaemu::tools::cmd_perf(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

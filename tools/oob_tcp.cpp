@@ -160,7 +160,8 @@ bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::strin
         return false;
     }
     if (rec) {
-        err = (rec == asio::error::eof ? std::string("the peer closed the connection") : "read: " + rec.message()) + part;
+        peer_closed_ = rec == asio::error::eof || rec == asio::error::connection_reset;
+        err = (peer_closed_ ? std::string("the peer closed the connection") : "read: " + rec.message()) + part;
         return false;
     }
     return true;

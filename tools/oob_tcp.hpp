@@ -31,6 +31,8 @@ public:
     // meanwhile (the peer may be resolving our MAC by ARP before it answers). Returns true when it
     // did some work; when it did none the wait sleeps briefly.
     void set_idle(std::function<bool()> fn) { impl_idle_ = std::move(fn); }
+    // True after a read failed because the peer closed the connection.
+    bool peer_closed() const { return peer_closed_; }
     // What the peer's address is, for messages.
     std::string peer() const;
 
@@ -40,6 +42,7 @@ private:
     explicit OobConn(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
     std::function<bool()> impl_idle_;
+    bool peer_closed_ = false;
 };
 
 }  // namespace hcaemu::tools

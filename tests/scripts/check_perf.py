@@ -1,0 +1,283 @@
+#!/usr/bin/python3
+"""`hcaemu perf` end to end: two hcaemu processes, server and client, over DPDK's net_memif (one
+socket file in a temp dir), the out-of-band exchange over TCP on 127.0.0.1.
+
+For every test (write/read/send/atomic, bw/lat) at a one-packet and a multi-packet size: both exit
+0, both print perftest's tables with the size and iteration count asked for, and --check finds the
+data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits. The requests our
+client puts on the wire are those rdma_rxe sent under the real perftest in the reference captures
+(opcodes, AckReq, lengths, atomic operands, the walk through the buffer). Bad arguments; an
+unreachable server; a server nobody connects to; a peer speaking another perftest version or not
+perftest at all (a fake peer in this script): each with its message and exit status (cli.hpp:
+1 the job failed, 2 bad arguments).
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+failures = []
+EAL = "--no-huge -m 256 --no-pci --no-shconf --log-level lib.eal:error"
+RESULT = re.compile(r"^ (\d+)\s+(\d+)\s+")
+
+
+def expect(name, cond, detail=""):
+    print(("ok    " if cond else "FAIL  ") + name, flush=True)
+    if not cond:
+        failures.append(f"{name}: {str(detail)[-3000:]}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def results(out):
+    """(size, iterations) of every result line."""
+    return [(int(m.group(1)), int(m.group(2))) for m in (RESULT.match(l) for l in out.splitlines()) if m]
+
+
+def run_pair(hcaemu, test, args, timeout=120, client_pcap=None):
+    with tempfile.TemporaryDirectory(prefix="hcaemu-perf-") as tmp:
+        sock = os.path.join(tmp, "memif.sock")
+        common = f"socket={sock},socket-abstract=no,bsize=10240"
+        port = str(free_port())
+        tag = f"{os.getpid()}-{test}-{abs(hash(tuple(args))) % 100000}"
+        base = [hcaemu, "perf", test, "-p", port, "--oob-timeout", "30"] + args
+        srv = subprocess.Popen(base + ["--ip", "198.18.0.1/24", "--mac", "02:00:00:00:00:01", "--eal",
+                                       f"{EAL} -l 0 --file-prefix=ps{tag} --vdev=net_memif0,role=server,{common}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The memif client needs the server's socket file: start it once the server is attached
+        # (it prints perftest's banner just before it listens).
+        head = []
+        for line in srv.stdout:
+            head.append(line)
+            if "Waiting for client" in line or len(head) > 10:
+                break
+        try:
+            cli = subprocess.run(base + ["--ip", "198.18.0.2/24", "--mac", "02:00:00:00:00:02", "--eal",
+                                         f"{EAL} -l 1 --file-prefix=pc{tag} --vdev=net_memif0,role=client,{common}",
+                                         "127.0.0.1"] + (["--pcap", client_pcap] if client_pcap else []), capture_output=True, text=True, timeout=timeout)
+            so, se = srv.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            so, se = srv.communicate()
+            return None, ("".join(head) + so, se, "", "timeout")
+        so = "".join(head) + so
+        return (srv.returncode, so, se, cli.returncode, cli.stdout, cli.stderr), None
+
+
+TITLES = {"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic"}
+
+
+def check_pair(hcaemu, test, args, size_list, iters, label=None):
+    label = label or f"{test} {' '.join(args)}"
+    r, t = run_pair(hcaemu, test, args)
+    if r is None:
+        expect(f"{label}: both ends finish", False, t)
+        return
+    rs, so, se, rc, co, ce = r
+    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    verb, kind = test.split("_")
+    title = TITLES[verb] + (" FETCH_AND_ADD" if verb == "atomic" and "CMP_AND_SWAP" not in args else "")
+    title += (" CMP_AND_SWAP" if "CMP_AND_SWAP" in args else "") + (" BW Test" if kind == "bw" else " Latency Test")
+    expect(f"{label}: both print the test's title", title in co and title in so, detail)
+    want = [(s, iters) for s in size_list]
+    expect(f"{label}: client's table has sizes {size_list} x {iters} iterations", results(co) == want, detail)
+    # the server prints the client's results (one-sided BW), its own (send, write/send latency),
+    # or nothing (read/atomic latency: perftest's server only waits)
+    server_prints = not (kind == "lat" and verb in ("read", "atomic"))
+    server_want = want if server_prints else []
+    if kind == "bw" and verb != "send":
+        server_want = [want[-1]]  # the last size's results, as the exchange carries them
+    expect(f"{label}: server's table", results(so) == server_want, detail)
+    if "--check" in args:
+        checker = {"write_bw": so, "read_bw": co, "send_bw": so, "atomic_bw": so,
+                   "write_lat": so + co, "send_lat": so + co, "read_lat": co, "atomic_lat": co}[test]
+        n = 2 if kind == "lat" and verb in ("write", "send") else 1
+        expect(f"{label}: data check: ok", checker.count("data check: ok") == n and "FAILED" not in so + co, detail)
+
+
+class FakePeer:
+    """A perftest server that answers the version message with `reply` (16 bytes)."""
+
+    def __init__(self, reply):
+        self.s = socket.socket()
+        self.s.bind(("127.0.0.1", 0))
+        self.s.listen(1)
+        self.s.settimeout(30)
+        self.port = self.s.getsockname()[1]
+        self.reply = reply
+        self.got = b""
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        try:
+            c, _ = self.s.accept()
+            with c:
+                c.settimeout(30)
+                while len(self.got) < 16:
+                    b = c.recv(16 - len(self.got))
+                    if not b:
+                        break
+                    self.got += b
+                c.sendall(self.reply)
+                c.recv(100)  # until the client closes
+        except OSError:
+            pass
+        finally:
+            self.s.close()
+
+
+def null_eal(tag):
+    return ["--ip", "198.18.0.2/24", "--eal", f"{EAL} -l 1 --file-prefix=pn{tag} --vdev=net_null0"]
+
+
+def check_errors(hcaemu):
+    def run(args, timeout=60):
+        return subprocess.run([hcaemu, "perf"] + args, capture_output=True, text=True, timeout=timeout)
+
+    ip = ["--ip", "198.18.0.2/24"]
+    bad = [
+        ([], "usage: hcaemu perf TEST", "no test"),
+        (["frob_bw"] + ip, "unknown test 'frob_bw'", "an unknown test"),
+        (["write_bw", "-s", "0"] + ip, "-s: '0' is not a number in 1..", "size 0"),
+        (["write_bw", "-n", "3"] + ip, "-n: '3' is not a number in 5..", "3 iterations"),
+        (["write_bw", "-c", "UD"] + ip, "-c UD: not implemented", "UD"),
+        (["read_bw", "-c", "UC"] + ip, "RDMA READ and atomics need RC", "READ over UC"),
+        (["atomic_bw", "-s", "16"] + ip, "atomic tests move 8 bytes", "a 16-byte atomic"),
+        (["write_bw", "-m", "1500"] + ip, "256, 512, 1024, 2048 or 4096", "MTU 1500"),
+        (["write_bw", "-a", "-s", "64"] + ip, "-a and -s together", "-a with -s"),
+        (["send_bw", "-D", "2"] + ip, "-D: hcaemu perf times", "-D on send"),
+        (["write_lat", "-q", "2"] + ip, "latency tests use one QP", "-q on latency"),
+        (["write_bw", "-R"] + ip, "-R: a perftest option hcaemu perf does not implement", "rdma_cm"),
+        (["write_bw", "--frob"] + ip, "unknown option '--frob'", "an unknown option"),
+        (["write_bw", "-p"] + ip, "-p: '--ip' is not a number", "-p without a number"),
+        (["write_bw", "a", "b"] + ip, "one server address only", "two servers"),
+        (["write_bw"], "--ip ADDR/LEN is required", "no --ip"),
+        (["write_bw", "--ip", "300.1.1.1/24"], "--ip: '300.1.1.1/24'", "a bad --ip"),
+    ]
+    for args, msg, what in bad:
+        r = run(args)
+        expect(f"bad arguments ({what}): exit 2 and says so", r.returncode == 2 and msg in r.stderr,
+               f"rc={r.returncode}\n{r.stdout}\n{r.stderr}")
+    r = run(["write_bw", "--help"])
+    expect("--help: exit 0, perftest's options and the attach options",
+           r.returncode == 0 and "--report_gbits" in r.stdout and "--eal" in r.stdout, r.stdout + r.stderr)
+
+    tag = os.getpid()
+    port = str(free_port())  # nobody listens there
+    r = run(["write_bw", "-p", port, "--oob-timeout", "2"] + null_eal(f"{tag}a") + ["127.0.0.1"])
+    expect("unreachable server: exit 1 within the timeout, says so",
+           r.returncode == 1 and f"cannot connect to 127.0.0.1:{port} within 2 s" in r.stderr, r.stderr)
+    r = run(["write_bw", "-p", str(free_port()), "--oob-timeout", "1"] + null_eal(f"{tag}b"))
+    expect("server nobody connects to: exit 1, says so",
+           r.returncode == 1 and "no client connected" in r.stderr and "Waiting for client" in r.stdout, r.stderr)
+
+    peer = FakePeer(b"5.60" + bytes(12))
+    r = run(["write_bw", "-p", str(peer.port), "--oob-timeout", "10"] + null_eal(f"{tag}c") + ["127.0.0.1"])
+    peer.t.join(10)
+    expect("our version message is perftest 6.06's 16 bytes", peer.got == b"6.06" + bytes(12), peer.got)
+    expect("a peer speaking perftest 5.60: exit 1, names both versions",
+           r.returncode == 1 and "the peer speaks perftest version 5.60; hcaemu perf speaks version 6.06" in r.stderr,
+           r.stderr)
+    peer = FakePeer(b"hello, perftest!")
+    r = run(["write_bw", "-p", str(peer.port), "--oob-timeout", "10"] + null_eal(f"{tag}d") + ["127.0.0.1"])
+    peer.t.join(10)
+    expect("a peer that is not perftest: exit 1, says so",
+           r.returncode == 1 and "not a perftest version: no_terminator" in r.stderr, r.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hcaemu", required=True)
+    ap.add_argument("--only", help="run the pairs of this test only")
+    ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
+    a = ap.parse_args()
+    hc = a.hcaemu
+
+    for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
+        if a.only and test != a.only:
+            continue
+        verb, kind = test.split("_")
+        iters = 200 if kind == "bw" else 50
+        sizes = [8] if verb == "atomic" else [2, 4000]  # one packet; four at MTU 1024
+        for size in sizes:
+            check_pair(hc, test, ["-n", str(iters), "-s", str(size), "--check"], [size], iters)
+    if not a.only:
+        more(hc)
+        if a.captures:
+            check_wire(hc, a.captures)
+    if failures:
+        print(f"\n{len(failures)} check(s) failed:\n" + "\n\n".join(failures), file=sys.stderr)
+        sys.exit(1)
+    print("all perf checks passed")
+
+
+def requests(hcaemu, pcap, src):
+    """The requests `src` sent, per QP in order of appearance: what perftest's traffic looks like
+    on the wire (opcode, AckReq, lengths, atomic operands, the VA relative to the first)."""
+    out = subprocess.run([hcaemu, "dissect", "--json", pcap], capture_output=True, text=True, timeout=60).stdout
+    qps = {}
+    for line in out.splitlines():
+        f = json.loads(line)
+        if f.get("ipv4", {}).get("src") != src or "bth" not in f:
+            continue
+        b = f["bth"]
+        ext = f.get("reth") or f.get("atomic_eth") or {}
+        q = qps.setdefault(b["dest_qp"], {"va0": ext.get("va"), "reqs": []})
+        va = ext.get("va")
+        q["reqs"].append((b["name"], b["ack_req"], f.get("payload_len"), ext.get("dma_len"), ext.get("swap_add"),
+                          ext.get("compare"), None if va is None else va - q["va0"]))
+    return [q["reqs"] for q in qps.values()]
+
+
+def check_wire(hc, captures):
+    """Our client's requests against rdma_rxe's under real perftest, for the runs the captures hold."""
+    runs = [("write_bw.pcap", 0, "write_bw", ["-s", "64"]), ("write_bw.pcap", 1, "write_bw", ["-s", "1024"]),
+            ("write_bw.pcap", 2, "write_bw", ["-s", "4000"]), ("read_bw.pcap", 0, "read_bw", ["-s", "64"]),
+            ("read_bw.pcap", 1, "read_bw", ["-s", "4000"]), ("send_bw.pcap", 0, "send_bw", ["-s", "64"]),
+            ("send_bw.pcap", 1, "send_bw", ["-s", "4000"]),
+            ("atomic_fadd_cswap.pcap", 0, "atomic_bw", ["-A", "FETCH_AND_ADD"]),
+            ("atomic_fadd_cswap.pcap", 1, "atomic_bw", ["-A", "CMP_AND_SWAP"])]
+    with tempfile.TemporaryDirectory(prefix="hcaemu-perf-pcap-") as tmp:
+        for pcap, idx, test, args in runs:
+            ref_path = os.path.join(captures, pcap)
+            if not os.path.exists(ref_path):
+                print(f"SKIP  wire pattern of {test} {' '.join(args)}: {ref_path} not found")
+                continue
+            ref = requests(hc, ref_path, "198.18.0.3")[idx]
+            mine = os.path.join(tmp, f"{test}-{idx}.pcap")
+            r, t = run_pair(hc, test, ["-n", "5", "-F"] + args, client_pcap=mine)
+            ours = requests(hc, mine, "198.18.0.2") if r is not None and os.path.exists(mine) else []
+            expect(f"wire: {test} {' '.join(args)} -n 5: our requests are rdma_rxe's under perftest ({pcap})",
+                   r is not None and r[0] == 0 and r[3] == 0 and ours == [ref], f"ours {ours}\nrxe  {ref}\n{r or t}")
+
+
+def more(hc):
+    check_pair(hc, "atomic_bw", ["-n", "100", "-A", "CMP_AND_SWAP", "--check"], [8], 100)
+    check_pair(hc, "write_bw", ["-n", "100", "-s", "3000", "-q", "2", "--check"], [3000], 200, "write_bw on 2 QPs")
+    check_pair(hc, "send_bw", ["-n", "100", "-s", "1500", "-q", "2", "--check"], [1500], 200, "send_bw on 2 QPs")
+    check_pair(hc, "write_bw", ["-n", "5", "-a", "--check"], [1 << i for i in range(1, 24)], 5, "write_bw -a")
+    check_pair(hc, "send_lat", ["-n", "20", "-a", "--check"], [1 << i for i in range(1, 24)], 20, "send_lat -a")
+    check_pair(hc, "write_bw", ["-n", "100", "-s", "2048", "-c", "UC", "--check"], [2048], 100, "write_bw over UC")
+    check_pair(hc, "send_lat", ["-n", "50", "-s", "100", "-c", "UC", "--check"], [100], 50, "send_lat over UC")
+    # a timed run: any iteration count, so only its shape is checked
+    r, t = run_pair(hc, "write_bw", ["-D", "1", "-s", "1024"])
+    ok = r is not None and r[0] == 0 and r[3] == 0 and len(results(r[4])) == 1 and results(r[4])[0][0] == 1024
+    expect("write_bw -D 1: both exit 0, one result line of 1024 B", ok, r or t)
+    r, t = run_pair(hc, "write_bw", ["-n", "50", "-s", "65536", "--report_gbits"])
+    expect("write_bw --report_gbits: Gb/sec columns", r is not None and r[3] == 0 and "BW peak[Gb/sec]" in r[4], r or t)
+    check_errors(hc)
+
+
+if __name__ == "__main__":
+    main()

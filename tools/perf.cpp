@@ -1,0 +1,808 @@
+// `hcaemu perf`: the out-of-band protocol and the test loops (see perf.hpp).
+//
+// The exchange, as perftest 6.06 runs it (each message both ways, the client writing first; the
+// counts match ../shared/captures/rxe/oob_exchange_tcp18515.pcap):
+//   version (16 B), cycle buffer (4 B), cache line (4 B), MTU (2 B),
+//   QP information: once for QP 0, then once per QP (the data), then a barrier after RTR/RTS;
+//   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
+//   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
+//   the close: a barrier, then "done" each way.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "tools/oob.hpp"
+#include "tools/oob_tcp.hpp"
+#include "tools/perf.hpp"
+
+namespace hcaemu::tools::perf {
+
+namespace {
+
+constexpr const char* kLine = "---------------------------------------------------------------------------------------\n";
+constexpr uint32_t kCycleBuffer = 4096;  // the page size, as perftest sends it
+constexpr uint32_t kCacheLine = 64;
+constexpr uint32_t kMaxAllSize = 1u << 23;  // -a: 2^1 .. 2^23
+
+uint64_t now_ns() {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count());
+}
+
+const char* verb_name(Verb v) {
+    static const char* const kNames[] = {"Send", "RDMA_Write", "RDMA_Read", "Atomic"};
+    return kNames[size_t(v)];
+}
+
+Mtu mtu_enum(uint32_t bytes) {
+    return bytes >= 4096 ? Mtu::mtu4096 : bytes >= 2048 ? Mtu::mtu2048 : bytes >= 1024 ? Mtu::mtu1024
+         : bytes >= 512 ? Mtu::mtu512 : Mtu::mtu256;
+}
+
+struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+};
+
+class Session {
+public:
+    Session(const Options& o, Env& env, OobConn& conn, std::string& err)
+        : o_(o), env_(env), conn_(conn), err_(err), client_(!o.server.empty()), nq_(o.num_qps) {}
+
+    int run();
+
+private:
+    // ---- output ----
+    void out(const std::string& s) {
+        std::fputs(s.c_str(), env_.out);
+        std::fflush(env_.out);
+    }
+    bool fail(const std::string& e) {
+        err_ = e;
+        return false;
+    }
+
+    // ---- the out-of-band exchange ----
+    // While waiting for the peer's message, the HCA keeps turning (it answers the peer's
+    // requests): flat out while there is traffic; once it has been quiet for 1 ms, the wait may
+    // nap (OobConn sleeps on its socket when this says nothing was done).
+    bool idle() {
+        const uint64_t t = now_ns();
+        if (env_.poll()) last_busy_ns_ = t;
+        return t - last_busy_ns_ < 1'000'000;
+    }
+    uint64_t last_busy_ns_ = 0;
+    bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what) {
+        std::string e;
+        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, o_.oob_timeout_ms, e)
+                          : conn_.read_exact(theirs, o_.oob_timeout_ms, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
+        if (!ok) return fail(std::string("out-of-band exchange (") + what + "): " + e);
+        return true;
+    }
+    bool check(oob::OobError e, const char* what) {
+        if (e == oob::OobError::ok) return true;
+        return fail(std::string("the peer's ") + what + " message is not perftest's: " + oob::name(e));
+    }
+    // The 108-byte QP information: the data when `into` is given, else a barrier.
+    bool qp_info(size_t q, oob::PerftestQpInfo* into) {
+        const auto m = oob::format(mine_[q]);
+        std::array<uint8_t, oob::kPerftestQpInfoLen> t{};
+        if (!xchg(m, t, "QP information")) return false;
+        oob::PerftestQpInfo x;
+        if (!check(oob::parse(t, x), "QP information")) return false;
+        if (into) *into = x;
+        return true;
+    }
+    bool barrier() { return qp_info(0, nullptr); }
+    bool handshake_start();
+    bool results(const BwReport& mine, BwReport& theirs);
+    bool close(bool eof_ok);
+
+    // ---- resources ----
+    bool setup();
+    bool connect(size_t q);
+    uint8_t* src(size_t q) { return mem_.get() + q * block_; }
+    uint8_t* dst(size_t q) { return mem_.get() + (nq_ + q) * block_; }
+    uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
+    bool post_recv(size_t q);
+    // Takes every completion; false on an error completion.
+    bool drain_cq();
+    // Turns the engine and the CQ until cond() or a stall of oob_timeout_ms.
+    template <class Cond>
+    bool wait(Cond cond, const char* what);
+
+    // ---- the tests ----
+    void print_info();
+    void print_dest(const oob::PerftestQpInfo& d, bool local);
+    bool bw_client(uint64_t size, BwReport& rep);
+    bool send_bw_server(uint64_t size, BwReport& rep);
+    bool write_lat(uint64_t size);
+    bool send_lat(uint64_t size);
+    bool read_atomic_lat(uint64_t size);
+    bool verify(uint64_t size, uint64_t peer_iters);
+    bool verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base);
+    void fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge);
+    // BW tests walk through the cycle buffer as perftest does: message k of a QP goes to offset
+    // (k % slots) * inc at both ends (inc: the size rounded up to the cache line), when a message
+    // is at most half the cycle buffer; else always to offset 0.
+    uint64_t inc(uint64_t size) const { return (size + cache_line_ - 1) / cache_line_ * cache_line_; }
+    uint64_t slots(uint64_t size) const { return size <= cycle_buffer_ / 2 ? cycle_buffer_ / inc(size) : 1; }
+
+    const Options& o_;
+    Env& env_;
+    OobConn& conn_;
+    std::string& err_;
+    const bool client_;
+    const size_t nq_;
+    Mtu mtu_ = Mtu::mtu1024;
+    uint32_t out_reads_ = 1;
+    uint32_t cycle_buffer_ = kCycleBuffer;
+    uint32_t cache_line_ = kCacheLine;
+    int gid_index_ = 1;
+    Gid gid_{};
+
+    std::unique_ptr<uint8_t, FreeDeleter> mem_;  // first: it outlives the MR and QPs that use it
+    Pd pd_;
+    Mr mr_;
+    Cq cq_;
+    std::vector<Qp> qps_;
+    size_t block_ = 0;
+    std::vector<oob::PerftestQpInfo> mine_, theirs_;
+
+    // counters the CQ drain keeps
+    std::vector<uint64_t> sent_;      // per QP: WRs completed (a signaled one covers those before it)
+    std::vector<uint64_t> recvd_;     // per QP: receives completed
+    uint64_t total_sent_ = 0, total_recvd_ = 0;
+    uint64_t last_recv_ns_ = 0;
+    uint64_t recv_base_ = 0;  // send_lat: the receives the sizes before this one took
+    std::vector<uint64_t> tposted_, tcompleted_;
+    std::array<Wc, 64> wc_{};
+};
+
+bool Session::handshake_start() {
+    // 1. the version
+    char ver[oob::kPerftestVersionLen] = {};
+    {
+        const auto m = oob::format_version(oob::kPerftestVersion);
+        std::array<uint8_t, oob::kPerftestVersionLen> t{};
+        if (!xchg(m, t, "version")) return false;
+        const oob::OobError e = oob::parse_version(t, ver);
+        if (e != oob::OobError::ok) return fail(std::string("the peer's first message is not a perftest version: ") + oob::name(e));
+    }
+    if (std::strcmp(ver, oob::kPerftestVersion) != 0)
+        return fail(std::string("the peer speaks perftest version ") + ver + "; hcaemu perf speaks version " +
+                    oob::kPerftestVersion + " (Debian 12's perftest 4.5-0.17) only");
+    // 2. the system data: both take the larger
+    for (uint32_t* v : {&cycle_buffer_, &cache_line_}) {
+        const char* what = v == &cycle_buffer_ ? "cycle buffer" : "cache line";
+        std::array<uint8_t, oob::kPerftestSysLen> t{};
+        if (!xchg(oob::format_sys(*v), t, what)) return false;
+        uint32_t theirs = 0;
+        if (!check(oob::parse_sys(t, theirs), what)) return false;
+        if (theirs & (theirs - 1)) return fail(std::string("the peer's ") + what + " is not a power of two");
+        *v = std::max(*v, theirs);
+    }
+    if (cache_line_ > cycle_buffer_) return fail("the cache line is larger than the cycle buffer");
+    // 3. the MTU: the smaller
+    std::array<uint8_t, oob::kPerftestMtuLen> t{};
+    if (!xchg(oob::format_mtu(uint8_t(mtu_)), t, "MTU")) return false;
+    uint8_t theirs = 0;
+    if (!check(oob::parse_mtu(t, theirs), "MTU")) return false;
+    if (theirs < uint8_t(mtu_)) mtu_ = Mtu(theirs);
+    return true;
+}
+
+bool Session::results(const BwReport& mine, BwReport& theirs) {
+    std::array<uint8_t, oob::kPerftestResultLen> t{};
+    const std::array<uint8_t, oob::kPerftestResultLen> m[5] = {
+        oob::format_u64(mine.size), oob::format_u64(mine.iters), oob::format_double(mine.bw_peak),
+        oob::format_double(mine.bw_avg), oob::format_double(mine.msg_rate)};
+    for (int i = 0; i < 5; ++i) {
+        if (!xchg(m[i], t, "results")) return false;
+        if (i == 0) (void)oob::parse_u64(t, theirs.size);
+        if (i == 1) (void)oob::parse_u64(t, theirs.iters);
+        if (i == 2) (void)oob::parse_double(t, theirs.bw_peak);
+        if (i == 3) (void)oob::parse_double(t, theirs.bw_avg);
+        if (i == 4) (void)oob::parse_double(t, theirs.msg_rate);
+    }
+    return true;
+}
+
+bool Session::close(bool eof_ok) {
+    if (!barrier()) return eof_ok && conn_.peer_closed();
+    // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
+    // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
+    conn_.set_idle({});
+    const auto d = oob::format_done();
+    std::string e;
+    if (!conn_.write_all(d, o_.oob_timeout_ms, e)) return fail("out-of-band exchange (done): " + e);
+    std::array<uint8_t, oob::kPerftestDoneLen> t{};
+    if (!conn_.read_exact(t, o_.oob_timeout_ms, e))
+        return eof_ok && conn_.peer_closed() ? true : fail("out-of-band exchange (done): " + e);
+    return check(oob::parse_done(t), "done");
+}
+
+bool Session::setup() {
+    Device& dev = *env_.dev;
+    PortAttr pa;
+    if (dev.query_port(1, pa) != Status::ok) return fail("cannot query port 1");
+    mtu_ = pa.active_mtu;
+    if (o_.mtu) {
+        if (o_.mtu > mtu_bytes(pa.active_mtu))
+            return fail("-m " + std::to_string(o_.mtu) + " is above the port's active MTU " +
+                        std::to_string(mtu_bytes(pa.active_mtu)));
+        mtu_ = mtu_enum(o_.mtu);
+    }
+    gid_index_ = o_.gid_index >= 0 ? o_.gid_index : env_.gid_index;
+    GidEntry ge;
+    if (dev.query_gid(1, gid_index_, ge) != Status::ok) return fail("-x " + std::to_string(gid_index_) + ": no such GID");
+    gid_ = ge.gid;
+    if (o_.verb == Verb::read || o_.verb == Verb::atomic)
+        out_reads_ = std::min<uint32_t>(o_.out_reads ? o_.out_reads : 128, dev.query_device().max_qp_rd_atom);
+    return true;
+}
+
+bool Session::connect(size_t q) {
+    const bool rc = o_.conn == QpType::rc;
+    const oob::PerftestQpInfo& r = theirs_[q];
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
+    ModifyResult m = qps_[q].modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::access_flags);
+    if (m.ok()) {
+        a.qp_state = QpState::rtr;
+        a.path_mtu = mtu_;
+        a.dest_qp_num = r.qpn;
+        a.rq_psn = r.psn;
+        a.max_dest_rd_atomic = uint8_t(std::min<uint32_t>(out_reads_, 255));
+        a.min_rnr_timer = 12;  // 0.64 ms, perftest's
+        a.ah_attr.dgid = r.gid;
+        a.ah_attr.sgid_index = uint8_t(gid_index_);
+        uint32_t mask = qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn;
+        if (rc) mask |= qp_attr::max_dest_rd_atomic | qp_attr::min_rnr_timer;
+        m = qps_[q].modify(a, mask);
+    }
+    if (m.ok()) {
+        a.qp_state = QpState::rts;
+        a.sq_psn = mine_[q].psn;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = uint8_t(std::min<uint32_t>({out_reads_, std::max<uint32_t>(r.out_reads, 1), 255}));
+        uint32_t mask = qp_attr::state | qp_attr::sq_psn;
+        if (rc) mask |= qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry | qp_attr::max_qp_rd_atomic;
+        m = qps_[q].modify(a, mask);
+    }
+    if (!m.ok()) return fail(std::string("cannot connect QP ") + std::to_string(qps_[q].qpn()) + ": " + name(m.status));
+    return true;
+}
+
+bool Session::post_recv(size_t q) {
+    Sge sge{addr(dst(q)), uint32_t(block_), mr_.lkey()};
+    RecvWr wr;
+    wr.wr_id = q;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    const RecvWr* bad = nullptr;
+    const Status s = qps_[q].post_recv(&wr, &bad);
+    if (s != Status::ok) return fail(std::string("post_recv: ") + name(s));
+    return true;
+}
+
+bool Session::drain_cq() {
+    for (;;) {
+        const int n = cq_.poll(wc_);
+        if (n <= 0) return true;
+        const uint64_t t = now_ns();
+        for (int i = 0; i < n; ++i) {
+            const Wc& w = wc_[size_t(i)];
+            if (w.status != WcStatus::success)
+                return fail(std::string("completion error on QP ") + std::to_string(w.qp_num) + ": " + name(w.status) +
+                            " (" + name(w.opcode) + ")");
+            const size_t q = size_t(w.wr_id & 0xFF);
+            if (w.opcode == WcOpcode::recv) {
+                ++recvd_[q];
+                ++total_recvd_;
+                last_recv_ns_ = t;
+            } else {
+                const uint64_t upto = w.wr_id >> 8;  // the WR's count on its QP
+                total_sent_ += upto - sent_[q];
+                sent_[q] = upto;
+                if (!tcompleted_.empty() && total_sent_) tcompleted_[std::min(total_sent_, tcompleted_.size()) - 1] = t;
+            }
+        }
+    }
+}
+
+template <class Cond>
+bool Session::wait(Cond cond, const char* what) {
+    uint64_t last = now_ns();
+    uint64_t seen = total_sent_ + total_recvd_;
+    for (uint64_t turn = 0;; ++turn) {
+        if (cond()) return true;
+        env_.poll();
+        if (!drain_cq()) return false;
+        if ((turn & 255) == 0) {
+            const uint64_t t = now_ns();
+            if (total_sent_ + total_recvd_ != seen) {
+                seen = total_sent_ + total_recvd_;
+                last = t;
+            } else if (t - last > o_.oob_timeout_ms * 1'000'000) {
+                return fail(std::string("no progress for ") + std::to_string(o_.oob_timeout_ms / 1000) + " s (" + what + ")");
+            }
+        }
+    }
+}
+
+void Session::print_info() {
+    std::string s = kLine;
+    s += "                    ";
+    s += std::string(verb_name(o_.verb)) + " ";
+    if (o_.verb == Verb::atomic) s += o_.atomic == AtomicOp::fetch_and_add ? "FETCH_AND_ADD " : "CMP_AND_SWAP ";
+    s += o_.kind == Kind::bw ? "BW Test\n" : "Latency Test\n";
+    char b[160];
+    std::snprintf(b, sizeof b, " Dual-port       : OFF\t\tDevice         : %s\n", o_.dev_name.c_str());
+    s += b;
+    std::snprintf(b, sizeof b, " Number of qps   : %zu\t\tTransport type : IB\n", nq_);
+    s += b;
+    std::snprintf(b, sizeof b, " Connection type : %s\t\tUsing SRQ      : OFF\n", o_.conn == QpType::rc ? "RC" : "UC");
+    s += b;
+    s += " PCIe relax order: OFF\n ibv_wr* API     : OFF\n";
+    if (client_) {
+        std::snprintf(b, sizeof b, " TX depth        : %u\n", o_.tx_depth);
+        s += b;
+    }
+    if (o_.verb == Verb::send && !client_) {
+        std::snprintf(b, sizeof b, " RX depth        : %u\n", o_.rx_depth);
+        s += b;
+    }
+    if (o_.kind == Kind::bw) {
+        std::snprintf(b, sizeof b, " CQ Moderation   : %u\n", o_.cq_mod);
+        s += b;
+    }
+    std::snprintf(b, sizeof b, " Mtu             : %u[B]\n Link type       : Ethernet\n GID index       : %d\n",
+                  mtu_bytes(mtu_), gid_index_);
+    s += b;
+    if (o_.verb == Verb::read || o_.verb == Verb::atomic)
+        std::snprintf(b, sizeof b, " Outstand reads  : %u\n", out_reads_);
+    else
+        std::snprintf(b, sizeof b, " Max inline data : 0[B]\n");
+    s += b;
+    s += " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n";
+    s += kLine;
+    out(s);
+}
+
+void Session::print_dest(const oob::PerftestQpInfo& d, bool local) {
+    char b[256];
+    int n = std::snprintf(b, sizeof b, " %s address: LID %#04x QPN %#06x PSN %#06x", local ? "local" : "remote",
+                          unsigned(d.lid), unsigned(d.qpn), unsigned(d.psn));
+    if (o_.verb == Verb::read) n += std::snprintf(b + n, sizeof b - size_t(n), " OUT %#04x", unsigned(d.out_reads));
+    if (o_.verb == Verb::read || o_.verb == Verb::write)
+        n += std::snprintf(b + n, sizeof b - size_t(n), " RKey %#08x VAddr %#016llx", unsigned(d.rkey),
+                           static_cast<unsigned long long>(d.vaddr));
+    std::string s = b;
+    s += "\n GID: ";
+    for (size_t i = 0; i < 16; ++i) {
+        std::snprintf(b, sizeof b, i < 15 ? "%02d:" : "%02d\n", int(d.gid[i]));
+        s += b;
+    }
+    out(s);
+}
+
+void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
+    sge = Sge{addr(src(q)), uint32_t(size), mr_.lkey()};
+    wr = SendWr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    switch (o_.verb) {
+        case Verb::send: wr.opcode = WrOpcode::send; break;
+        case Verb::write: wr.opcode = WrOpcode::rdma_write; break;
+        case Verb::read: wr.opcode = WrOpcode::rdma_read; break;
+        case Verb::atomic:
+            wr.opcode = o_.atomic == AtomicOp::fetch_and_add ? WrOpcode::atomic_fetch_and_add : WrOpcode::atomic_cmp_and_swp;
+            break;
+    }
+    wr.rdma.remote_addr = theirs_[q].vaddr;
+    wr.rdma.rkey = theirs_[q].rkey;
+    wr.atomic.remote_addr = theirs_[q].vaddr;
+    wr.atomic.rkey = theirs_[q].rkey;
+    // perftest's operands, as the rxe captures show them: add 1; compare 0 and swap in 0
+    wr.atomic.compare_add = o_.atomic == AtomicOp::fetch_and_add ? 1 : 0;
+    wr.atomic.swap = 0;
+}
+
+bool Session::bw_client(uint64_t size, BwReport& rep) {
+    const bool timed = o_.duration != 0;
+    const uint64_t iters = o_.iters;
+    const uint32_t cq_mod = timed ? 1 : o_.cq_mod;
+    const uint64_t total = timed ? 0 : iters * nq_;
+    tposted_.assign(total, 0);
+    tcompleted_.assign(total, 0);
+    std::fill(sent_.begin(), sent_.end(), 0);
+    total_sent_ = 0;
+    std::vector<SendWr> wr(nq_);
+    std::vector<Sge> sge(nq_);
+    std::vector<uint64_t> posted(nq_, 0);
+    for (size_t q = 0; q < nq_; ++q) fill_wr(q, size, wr[q], sge[q]);
+    const uint64_t step = inc(size), nslots = slots(size);
+    uint64_t total_posted = 0;
+    const uint64_t start = now_ns();
+    const uint64_t end = start + uint64_t(o_.duration) * 1'000'000'000ull;
+    uint64_t last_progress = start, seen = 0;
+    for (uint64_t turn = 0;; ++turn) {
+        const bool posting = timed ? now_ns() < end : total_posted < total;
+        if (!posting && total_sent_ == total_posted) break;
+        for (size_t q = 0; posting && q < nq_; ++q) {
+            while ((timed || posted[q] < iters) && posted[q] - sent_[q] < o_.tx_depth) {
+                const uint64_t n = posted[q] + 1;
+                if (o_.verb != Verb::send) {  // a SEND's address is local only: it stays
+                    const uint64_t off = (posted[q] % nslots) * step;
+                    sge[q].addr = addr(src(q)) + off;
+                    wr[q].rdma.remote_addr = wr[q].atomic.remote_addr = theirs_[q].vaddr + off;
+                }
+                const bool signaled = n % cq_mod == 0 || (!timed && n == iters);
+                wr[q].send_flags = signaled ? send_flag::signaled : 0;
+                wr[q].wr_id = n << 8 | q;
+                if (!timed) tposted_[total_posted] = now_ns();
+                const SendWr* bad = nullptr;
+                const Status s = qps_[q].post_send(&wr[q], &bad);
+                if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
+                posted[q] = n;
+                ++total_posted;
+            }
+        }
+        env_.poll();
+        if (!drain_cq()) return false;
+        if ((turn & 255) == 0) {
+            const uint64_t t = now_ns();
+            if (total_sent_ != seen) {
+                seen = total_sent_;
+                last_progress = t;
+            } else if (t - last_progress > o_.oob_timeout_ms * 1'000'000) {
+                return fail("no completion for " + std::to_string(o_.oob_timeout_ms / 1000) + " s (" +
+                            std::to_string(total_sent_) + " of " + std::to_string(total_posted) + " done)");
+            }
+        }
+    }
+    if (timed)
+        rep = compute_bw_total(size, total_sent_, now_ns() - start, o_.gbits);
+    else
+        rep = compute_bw(tposted_, tcompleted_, size, cq_mod, o_.gbits);
+    tcompleted_.clear();
+    return true;
+}
+
+bool Session::send_bw_server(uint64_t size, BwReport& rep) {
+    const uint64_t want = o_.iters * nq_;
+    std::fill(recvd_.begin(), recvd_.end(), 0);
+    total_recvd_ = 0;
+    std::vector<uint64_t> posted(nq_, std::min<uint64_t>(o_.rx_depth, o_.iters));  // posted before the barrier
+    const uint64_t start = now_ns();
+    uint64_t reposted_total = 0;
+    if (!wait(
+            [&] {
+                // keep the receive queues full while messages remain
+                for (size_t q = 0; q < nq_; ++q)
+                    while (posted[q] < o_.iters && posted[q] - recvd_[q] < o_.rx_depth) {
+                        if (!post_recv(q)) return true;
+                        ++posted[q];
+                        ++reposted_total;
+                    }
+                return total_recvd_ >= want;
+            },
+            "receiving"))
+        return false;
+    if (!err_.empty()) return false;
+    rep = compute_bw_total(size, want, last_recv_ns_ - start, o_.gbits);
+    return true;
+}
+
+bool Session::write_lat(uint64_t size) {
+    const uint64_t iters = o_.iters;
+    tposted_.assign(iters, 0);
+    SendWr wr;
+    Sge sge;
+    fill_wr(0, size, wr, sge);
+    wr.send_flags = send_flag::signaled;
+    volatile uint8_t* post_byte = src(0) + size - 1;
+    volatile uint8_t* poll_byte = dst(0) + size - 1;
+    uint64_t scnt = 0, rcnt = 0;
+    std::fill(sent_.begin(), sent_.end(), 0);
+    total_sent_ = 0;
+    while (scnt < iters || rcnt < iters) {
+        if (rcnt < iters && !(scnt < 1 && !client_)) {
+            ++rcnt;
+            const uint8_t want = uint8_t(rcnt);
+            // the peer's WRITE lands in our buffer: its last byte tells which one arrived
+            if (!wait([&] { return *poll_byte == want; }, "waiting for the peer's RDMA WRITE")) return false;
+            ++total_recvd_;
+        }
+        if (scnt < iters) {
+            tposted_[scnt] = now_ns();
+            *post_byte = uint8_t(++scnt);
+            wr.wr_id = scnt << 8;
+            const SendWr* bad = nullptr;
+            const Status s = qps_[0].post_send(&wr, &bad);
+            if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
+            if (!wait([&] { return sent_[0] >= scnt; }, "RDMA WRITE completion")) return false;
+        }
+    }
+    return true;
+}
+
+bool Session::send_lat(uint64_t size) {
+    const uint64_t iters = o_.iters;
+    tposted_.assign(iters, 0);
+    SendWr wr;
+    Sge sge;
+    fill_wr(0, size, wr, sge);
+    wr.send_flags = send_flag::signaled;
+    uint64_t scnt = 0, rcnt = 0;
+    std::fill(sent_.begin(), sent_.end(), 0);
+    total_sent_ = 0;
+    // The peer may start the next size (-a) before we have drained our last completion: count
+    // its SENDs from the end of the previous size, not from what has arrived so far.
+    const uint64_t base = recv_base_;
+    recv_base_ += iters;
+    while (scnt < iters || rcnt < iters) {
+        if (rcnt < iters && !(scnt < 1 && !client_)) {
+            ++rcnt;
+            if (!wait([&] { return recvd_[0] >= base + rcnt; }, "waiting for the peer's SEND")) return false;
+            if (!post_recv(0)) return false;
+        }
+        if (scnt < iters) {
+            tposted_[scnt] = now_ns();
+            wr.wr_id = ++scnt << 8;
+            const SendWr* bad = nullptr;
+            const Status s = qps_[0].post_send(&wr, &bad);
+            if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
+            if (!wait([&] { return sent_[0] >= scnt; }, "SEND completion")) return false;
+        }
+    }
+    return true;
+}
+
+bool Session::read_atomic_lat(uint64_t size) {
+    SendWr wr;
+    Sge sge;
+    fill_wr(0, size, wr, sge);
+    wr.send_flags = send_flag::signaled;
+    std::fill(sent_.begin(), sent_.end(), 0);
+    total_sent_ = 0;
+    const bool timed = o_.duration != 0;
+    tposted_.assign(timed ? 0 : o_.iters, 0);
+    const uint64_t start = now_ns(), end = start + uint64_t(o_.duration) * 1'000'000'000ull;
+    uint64_t n = 0;
+    for (;;) {
+        if (timed ? now_ns() >= end : n >= o_.iters) break;
+        if (!timed) tposted_[n] = now_ns();
+        wr.wr_id = ++n << 8;
+        const SendWr* bad = nullptr;
+        const Status s = qps_[0].post_send(&wr, &bad);
+        if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
+        if (!wait([&] { return sent_[0] >= n; }, "completion")) return false;
+    }
+    if (timed) out(lat_duration_line(size, n, now_ns() - start, false));
+    return true;
+}
+
+bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base) {
+    for (uint64_t i = 0; i + skip_last < n; ++i)
+        if (p[i] != pattern_byte(base + i)) {
+            char b[160];
+            std::snprintf(b, sizeof b, "data check: FAILED: byte %llu of QP %zu's buffer is 0x%02x, expected 0x%02x\n",
+                          static_cast<unsigned long long>(base + i), q, p[i], pattern_byte(base + i));
+            out(b);
+            return fail("the data that arrived is not what was sent");
+        }
+    return true;
+}
+
+bool Session::verify(uint64_t size, uint64_t peer_iters) {
+    bool checked = false;
+    for (size_t q = 0; q < nq_; ++q) {
+        if (o_.verb == Verb::atomic) {
+            uint64_t v = 0;
+            const bool fetch = o_.atomic == AtomicOp::fetch_and_add;
+            if (!client_ && o_.kind == Kind::bw) {
+                // the targets, one per slot: FETCH_AND_ADD added 1 per operation; CMP_AND_SWAP
+                // (compare 0, swap 0, as perftest's) leaves them 0
+                const uint64_t per_qp = peer_iters / nq_;
+                for (uint64_t k = 0; k < slots(8); ++k) {
+                    uint64_t x = 0;
+                    std::memcpy(&x, dst(q) + k * inc(8), 8);
+                    v += x;
+                }
+                const uint64_t want = fetch ? per_qp : 0;
+                if (v != want) {
+                    out("data check: FAILED: the atomic target holds " + std::to_string(v) + ", expected " +
+                        std::to_string(want) + "\n");
+                    return fail("the atomic target does not hold what the operations left");
+                }
+                checked = true;
+            } else if (client_ && o_.kind == Kind::lat) {
+                // the last operation fetched what the ones before it left
+                std::memcpy(&v, src(q), 8);
+                const uint64_t want = fetch ? o_.iters - 1 : 0;
+                if (v != want) {
+                    out("data check: FAILED: the last fetched value is " + std::to_string(v) + ", expected " +
+                        std::to_string(want) + "\n");
+                    return fail("the atomic operations did not fetch what the ones before them left");
+                }
+                checked = true;
+            }
+            continue;
+        }
+        // where the data lands on this side
+        const uint8_t* sink = nullptr;
+        if (o_.verb == Verb::read && client_) sink = src(q);
+        if ((o_.verb == Verb::write || o_.verb == Verb::send) && (!client_ || o_.kind == Kind::lat)) sink = dst(q);
+        if (!sink) continue;
+        // BW WRITEs and READs walked through the slots: each slot reached holds the pattern
+        const uint64_t reached = o_.kind == Kind::bw && o_.verb != Verb::send ? std::min(slots(size), peer_iters / nq_) : 1;
+        for (uint64_t k = 0; k < reached; ++k)
+            if (!verify_bytes(sink + k * inc(size), size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0, k * inc(size)))
+                return false;
+        if (o_.verb == Verb::write && o_.kind == Kind::lat && sink[size - 1] != uint8_t(o_.iters)) {
+            out("data check: FAILED: the last byte of the buffer is not the last message's number\n");
+            return fail("the last RDMA WRITE did not arrive");
+        }
+        checked = true;
+    }
+    if (checked) out("data check: ok\n");
+    return true;
+}
+
+int Session::run() {
+    conn_.set_idle([this] { return idle(); });
+    if (!setup()) return 1;
+    if (!handshake_start()) return 1;
+    print_info();
+
+    // Memory: per QP a source block then, after all of them, a destination block (the one the
+    // peer is given), each as large as the largest message and a whole number of cycle buffers.
+    Device& dev = *env_.dev;
+    const uint64_t max_size = o_.all_sizes ? kMaxAllSize : o_.size;
+    block_ = size_t((std::max<uint64_t>(max_size, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
+    const size_t bytes = 2 * nq_ * block_;
+    mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(cycle_buffer_, bytes)));
+    if (!mem_) return fail("cannot allocate " + std::to_string(bytes) + " bytes"), 1;
+    for (size_t i = 0; i < bytes; ++i) mem_.get()[i] = pattern_byte(i % block_);
+    // Zero where data will land, so that --check sees what arrived, not what was there.
+    for (size_t q = 0; q < nq_; ++q) {
+        if (o_.verb == Verb::read || o_.verb == Verb::atomic) std::memset(src(q), 0, block_);
+        if (o_.verb != Verb::read) std::memset(dst(q), 0, block_);
+    }
+    auto pd = dev.alloc_pd();
+    if (!pd.ok()) return fail(std::string("alloc_pd: ") + name(pd.status)), 1;
+    pd_ = std::move(pd.value);
+    auto mr = dev.reg_mr(pd_, mem_.get(), bytes,
+                         access::local_write | access::remote_write | access::remote_read | access::remote_atomic);
+    if (!mr.ok()) return fail(std::string("reg_mr: ") + name(mr.status)), 1;
+    mr_ = std::move(mr.value);
+    const int cqe = int(std::min<uint64_t>(uint64_t(nq_) * (o_.tx_depth + o_.rx_depth) + 16, 65535));
+    auto cq = dev.create_cq(cqe);
+    if (!cq.ok()) return fail(std::string("create_cq: ") + name(cq.status)), 1;
+    cq_ = std::move(cq.value);
+    std::random_device rd;
+    mine_.resize(nq_);
+    theirs_.resize(nq_);
+    sent_.assign(nq_, 0);
+    recvd_.assign(nq_, 0);
+    for (size_t q = 0; q < nq_; ++q) {
+        QpInitAttr ia;
+        ia.send_cq = &cq_;
+        ia.recv_cq = &cq_;
+        ia.qp_type = o_.conn;
+        ia.cap = {o_.tx_depth, o_.rx_depth, 1, 1, 0};
+        auto qp = dev.create_qp(pd_, ia);
+        if (!qp.ok()) return fail(std::string("create_qp: ") + name(qp.status)), 1;
+        qps_.push_back(std::move(qp.value));
+        oob::PerftestQpInfo& m = mine_[q];
+        m.lid = 0;
+        m.out_reads = uint16_t(out_reads_);
+        m.qpn = qps_[q].qpn();
+        m.psn = rd() & 0xFFFFFF;
+        m.rkey = mr_.rkey();
+        m.vaddr = addr(dst(q));
+        m.gid = gid_;
+        print_dest(m, true);
+    }
+
+    // QP information: QP 0 first, then every QP (perftest's data exchange)
+    if (!qp_info(0, &theirs_[0])) return 1;
+    for (size_t q = 0; q < nq_; ++q) {
+        if (!qp_info(q, &theirs_[q])) return 1;
+        print_dest(theirs_[q], false);
+    }
+    if (pkt::is_ipv4_mapped(theirs_[0].gid) != pkt::is_ipv4_mapped(gid_))
+        return fail("the peer's GID and ours are not of the same IP version"), 1;
+    std::string e;
+    if (!env_.resolve(theirs_[0].gid, e)) return fail(e), 1;
+    for (size_t q = 0; q < nq_; ++q)
+        if (!connect(q)) return 1;
+    if (o_.verb == Verb::send)
+        for (size_t q = 0; q < nq_; ++q)
+            if (!client_ || o_.kind == Kind::lat)
+                for (uint64_t i = 0; i < std::min<uint64_t>(o_.rx_depth, o_.kind == Kind::bw ? o_.iters : o_.rx_depth); ++i)
+                    if (!post_recv(q)) return 1;
+    if (!barrier()) return 1;  // after RTR/RTS
+
+    const bool lat = o_.kind == Kind::lat;
+    std::vector<uint64_t> sizes;
+    if (o_.all_sizes)
+        for (int i = 1; i < 24; ++i) sizes.push_back(uint64_t(1) << i);
+    else
+        sizes.push_back(o_.size);
+
+    // read and atomic latency: the server has nothing to do but wait for the close
+    if (lat && !client_ && (o_.verb == Verb::read || o_.verb == Verb::atomic)) {
+        if (!close(false)) return 1;
+        out(kLine);
+        return 0;
+    }
+    out(kLine);
+    out(lat ? lat_header(o_.duration != 0) : bw_header(o_.gbits));
+
+    if (!lat && o_.verb != Verb::send && !client_) {
+        // one-sided BW: wait for the client's barrier, then print its results
+        if (!barrier()) return 1;
+        BwReport zero, theirs;
+        if (!results(zero, theirs)) return 1;
+        out(bw_line(theirs, o_.gbits));
+        const bool ok = !o_.check || verify(theirs.size, theirs.iters);
+        if (!close(false)) return 1;
+        out(kLine);
+        return ok ? 0 : 1;
+    }
+
+    BwReport rep;
+    for (size_t si = 0; si < sizes.size(); ++si) {
+        const uint64_t size = sizes[si];
+        if (!lat && o_.verb == Verb::send) {
+            if (si > 0 && !client_)  // receives for the next size
+                for (size_t q = 0; q < nq_; ++q)
+                    for (uint64_t i = 0; i < std::min<uint64_t>(o_.rx_depth, o_.iters); ++i)
+                        if (!post_recv(q)) return 1;
+            if (!barrier()) return 1;
+            if (!(client_ ? bw_client(size, rep) : send_bw_server(size, rep))) return 1;
+            out(bw_line(rep, o_.gbits));
+            if (o_.all_sizes && !barrier()) return 1;
+        } else if (!lat) {
+            if (!bw_client(size, rep)) return 1;
+            out(bw_line(rep, o_.gbits));
+        } else {
+            const bool rt = o_.verb == Verb::write || o_.verb == Verb::send;
+            if (o_.verb == Verb::write ? !write_lat(size) : o_.verb == Verb::send ? !send_lat(size) : !read_atomic_lat(size))
+                return 1;
+            if (!o_.duration) out(lat_line(compute_lat(tposted_, size, rt)));
+        }
+    }
+    out(kLine);
+    const uint64_t last = sizes.back();
+    if (!lat && o_.verb != Verb::send) {
+        // the client's finish barrier, then the results (the server prints ours)
+        if (!barrier()) return 1;
+        BwReport theirs;
+        if (!results(rep, theirs)) return 1;
+    }
+    const bool ok = !o_.check || verify(last, rep.iters);
+    if (!close(lat)) return 1;
+    return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run(const Options& o, Env& env, OobConn& conn, std::string& err) {
+    Session s(o, env, conn, err);
+    const int rc = s.run();
+    if (rc && err.empty()) err = "failed";
+    return rc;
+}
+
+}  // namespace hcaemu::tools::perf
