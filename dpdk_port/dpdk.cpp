@@ -100,6 +100,14 @@ std::string describe_ports() {
     return out.empty() ? "none" : out;
 }
 
+void close_all_ports() {
+    uint16_t id;
+    RTE_ETH_FOREACH_DEV(id) {
+        (void)rte_eth_dev_stop(id);  // -EINVAL/-EBUSY when never started: close anyway
+        rte_eth_dev_close(id);
+    }
+}
+
 bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
     const uint16_t n = rte_eth_dev_count_avail();
     if (name_or_index.empty()) {
@@ -382,7 +390,8 @@ uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
             rte_pktmbuf_free(m);
             continue;
         }
-        frames[k] = Frame{rte_pktmbuf_mtod(m, uint8_t*), m->pkt_len, m->buf_len, 0, m};
+        // cap: the room from the frame's first byte to the buffer's end (not the headroom too).
+        frames[k] = Frame{rte_pktmbuf_mtod(m, uint8_t*), m->pkt_len, uint32_t(m->buf_len - m->data_off), 0, m};
         ++stats_.rx_frames;
         stats_.rx_bytes += m->pkt_len;
         ++k;

@@ -19,7 +19,7 @@ const char* const kAttachHelp =
     "  --eal \"ARGS\"        DPDK EAL arguments, e.g. \"--no-huge -m 512 --no-pci --no-shconf -l 0\n"
     "                      --vdev=net_af_packet0,iface=veth0\" (default: no hugepages, no PCI, lcore 0,\n"
     "                      and then a --vdev or a PCI device is needed)\n"
-    "  --port NAME|N       the ethdev to use (default: the first one)\n"
+    "  --dpdk-port NAME|N  the ethdev to use (default: the only one)\n"
     "  --ip ADDR/LEN       this HCA's address, IPv4 (its GID is ::ffff:ADDR) or IPv6 (required)\n"
     "  --mac MAC           this HCA's MAC instead of the ethdev's\n"
     "  --link-mtu N        the Ethernet MTU (default 1500: RoCE active MTU 1024)\n"
@@ -80,7 +80,9 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
     const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
     const std::string inline_value = eq == std::string::npos ? "" : a.substr(eq + 1);
     if (eq != std::string::npos) a.resize(eq);
-    if (a != "--eal" && a != "--port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu") return 0;
+    // Not "--port": ibv_rc_pingpong and perftest take it for the TCP port.
+    if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu")
+        return 0;
     if (eq == std::string::npos && i + 1 >= argc) {
         err = a + " needs a value";
         return -1;
@@ -88,7 +90,7 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
     const std::string v = eq == std::string::npos ? argv[++i] : inline_value;
     if (a == "--eal") {
         o.eal = v;
-    } else if (a == "--port") {
+    } else if (a == "--dpdk-port") {
         o.port = v;
     } else if (a == "--ip") {
         if (!parse_ip_prefix(v)) {
@@ -133,6 +135,7 @@ Attached::~Attached() {
     dev_.reset();
     net_.reset();
     dpdk_.reset();
+    if (eal_) port::close_all_ports();  // the vdevs no DpdkPort took (a failed open, --dpdk-port)
     if (pcap_) pcap_->flush();
 }
 
@@ -156,6 +159,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         err = "DPDK EAL: " + err;
         return nullptr;
     }
+    a->eal_ = true;
     uint16_t id = 0;
     if (!port::find_port(o.port, id, err)) return nullptr;
     port::DpdkPortConfig pc;
