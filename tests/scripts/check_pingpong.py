@@ -230,6 +230,8 @@ def main():
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         expect("--dpdk-port=NAME not found: exit 1, the ports listed",
                r.returncode == 1 and "no DPDK port 'nope'; ports: 0 net_memif0 (net_memif)" in r.stderr, (r.returncode, r.stderr))
+        expect("--dpdk-port not found: the vdev the EAL made was closed (memif socket removed)",
+               not os.path.exists(os.path.join(tmp, "lonely.sock")), os.listdir(tmp))
         r = subprocess.run([h, "pingpong", "--pcap", os.path.join(tmp, "no", "such", "dir.pcap")] + base,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         expect("--pcap unwritable: exit 1, the path named once",
