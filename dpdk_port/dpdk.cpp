@@ -6,6 +6,7 @@ extern "C" {
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <rte_alarm.h>
 #include <rte_dev.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
@@ -71,6 +72,18 @@ bool set_kernel_mtu(uint32_t if_index, uint32_t mtu, std::string& name, std::str
     return ok;
 }
 
+// Waits (at most 1 s) until the EAL's interrupt thread has finished the callback it may be running.
+// It runs one at a time, so an alarm set now fires after it. net_memif's disconnect runs there and
+// sets the link down before it frees the peer's regions: closing the port on seeing the link down
+// would free them a second time (`EAL: Error: Invalid memory`, seen in vdev_memif).
+void sync_interrupt_thread() {
+    static constexpr auto fire = [](void* arg) { static_cast<std::atomic<bool>*>(arg)->store(true); };
+    std::atomic<bool> fired{false};
+    if (rte_eal_alarm_set(1, fire, &fired) != 0) return;
+    for (int i = 0; i < 10000 && !fired.load(); ++i) usleep(100);
+    if (!fired.load()) rte_eal_alarm_cancel(fire, &fired);  // waits for a running callback
+}
+
 std::string port_name(uint16_t id) {
     char name[RTE_ETH_NAME_MAX_LEN] = {};
     if (rte_eth_dev_get_name_by_port(id, name) != 0) return "?";
@@ -98,6 +111,14 @@ std::string describe_ports() {
         if (info) out += std::string(" (") + di.driver_name + ")";
     }
     return out.empty() ? "none" : out;
+}
+
+void close_all_ports() {
+    uint16_t id;
+    RTE_ETH_FOREACH_DEV(id) {
+        (void)rte_eth_dev_stop(id);  // -EINVAL/-EBUSY when never started: close anyway
+        rte_eth_dev_close(id);
+    }
 }
 
 bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
@@ -318,6 +339,7 @@ void DpdkPort::close() {
         usleep(100);
     }
     lsc_ = false;
+    if (watch_link_ && open_) sync_interrupt_thread();
     if (started_) rte_eth_dev_stop(port_);
     started_ = false;
     if (open_) rte_eth_dev_close(port_);
@@ -382,7 +404,8 @@ uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
             rte_pktmbuf_free(m);
             continue;
         }
-        frames[k] = Frame{rte_pktmbuf_mtod(m, uint8_t*), m->pkt_len, m->buf_len, 0, m};
+        // cap: the room from the frame's first byte to the buffer's end (not the headroom too).
+        frames[k] = Frame{rte_pktmbuf_mtod(m, uint8_t*), m->pkt_len, uint32_t(m->buf_len - m->data_off), 0, m};
         ++stats_.rx_frames;
         stats_.rx_bytes += m->pkt_len;
         ++k;

@@ -32,6 +32,11 @@ bool find_port(const std::string& name_or_index, uint16_t& id, std::string& erro
 // "0 net_memif0 (net_memif), 1 ..." or "none": for error messages and --help.
 std::string describe_ports();
 
+// Stops and closes every ethdev still open, e.g. the vdevs the EAL arguments created that no
+// DpdkPort took (a wrong port name, a failed open): a net_memif server removes its socket file
+// then, a net_tap its interface. For a process's exit path, after its DpdkPorts are gone.
+void close_all_ports();
+
 struct DpdkPortConfig {
     uint16_t rx_desc = 1024;
     uint16_t tx_desc = 1024;

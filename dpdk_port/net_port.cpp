@@ -276,8 +276,9 @@ void NetPort::rx_icmp6(const uint8_t* ip, uint32_t len) {
     }
     const bool unspecified = src == pkt::Ip6{};
     if (type == kNs) {
-        // An NS from :: (duplicate address detection) carries no source link-layer option.
-        if (unspecified && lla) return bad(&NetStats::bad_nd_format);
+        // 7.1.1: an NS from :: (duplicate address detection) goes to the target's solicited-node
+        // address and carries no source link-layer option.
+        if (unspecified && (lla || dst != solicited_node(target))) return bad(&NetStats::bad_nd_format);
         if (!ours6(target)) return void(++st_.nd_rx_not_ours);
         ++st_.nd_rx_ns;
         if (!unspecified && lla) learn(src, load_mac(lla), true);

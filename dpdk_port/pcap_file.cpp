@@ -47,7 +47,7 @@ PcapWriter::PcapWriter(const std::string& path, uint32_t snaplen) {
         return;
     }
     d_ = pcap_dump_open(p_, path.c_str());
-    if (!d_) err_ = path + ": " + pcap_geterr(p_);
+    if (!d_) err_ = pcap_geterr(p_);  // libpcap's message names the file
 }
 
 PcapWriter::~PcapWriter() {

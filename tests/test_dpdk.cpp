@@ -57,12 +57,14 @@ TEST_CASE("DPDK ring pair: frames cross byte-exact, in order, in bursts", "[dpdk
         out[i].len = 60 + i;
         for (uint32_t k = 0; k < out[i].len; ++k) out[i].data[k] = uint8_t(i * 7 + k);
     }
+    const uint32_t cap = out[0].cap;  // both pools alike: a received frame has the same room from its data
     REQUIRE(rp.a->tx_burst(out.data(), 32) == 32);
     port::Frame in[64];
     const uint16_t n = rp.b->rx_burst(in, 64);
     REQUIRE(n == 32);
     for (uint32_t i = 0; i < 32; ++i) {
         REQUIRE(in[i].len == 60 + i);
+        CHECK(in[i].cap == cap);
         for (uint32_t k = 0; k < in[i].len; ++k) REQUIRE(in[i].data[k] == uint8_t(i * 7 + k));
         rp.b->free(in[i]);
     }

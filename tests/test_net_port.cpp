@@ -303,6 +303,18 @@ TEST_CASE("resolve() of an IPv6 GID sends a byte-exact NS; the NA makes it reach
     CHECK(b.net.net_stats().nd_tx_ns == 1);
 }
 
+TEST_CASE("a duplicate address detection NS (from ::) is answered to all nodes, unsolicited (RFC 4861 7.2.4)") {
+    Bench b;
+    b.peer_send(nd(kSnMacA, kMacB, pkt::Ip6{}, kSnA, 135, 0, kIp6A, nullptr));
+    CHECK(b.net_recv().empty());
+    const pkt::Ip6 all_nodes{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    const auto got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(multicast_mac(all_nodes), kMacA, kIp6A, all_nodes, 136, 0x20, kIp6A, &kMacA));
+    CHECK(b.net.net_stats().nd_rx_ns == 1);
+    CHECK(b.net.state(pkt::Ip6{}) == NeighborState::unknown);  // nothing learnt from ::
+}
+
 TEST_CASE("malformed ARP and ND are dropped and counted, never answered") {
     Bench b;
     SECTION("ICMPv6 checksum wrong") {
@@ -334,6 +346,12 @@ TEST_CASE("malformed ARP and ND are dropped and counted, never answered") {
         b.peer_send(f);
         CHECK(b.net_recv().empty());
         CHECK(b.net.net_stats().bad_nd_format == 1);
+    }
+    SECTION("NS from :: to a unicast address (RFC 4861 7.1.1: only to the solicited-node address)") {
+        b.peer_send(nd(kMacA, kMacB, pkt::Ip6{}, kIp6A, 135, 0, kIp6A, nullptr));
+        CHECK(b.net_recv().empty());
+        CHECK(b.net.net_stats().bad_nd_format == 1);
+        CHECK(b.net.net_stats().nd_tx_na == 0);
     }
     SECTION("ARP cut short") {
         Bytes f = arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA);

@@ -19,7 +19,7 @@ const char* const kAttachHelp =
     "  --eal \"ARGS\"        DPDK EAL arguments, e.g. \"--no-huge -m 512 --no-pci --no-shconf -l 0\n"
     "                      --vdev=net_af_packet0,iface=veth0\" (default: no hugepages, no PCI, lcore 0,\n"
     "                      and then a --vdev or a PCI device is needed)\n"
-    "  --port NAME|N       the ethdev to use (default: the first one)\n"
+    "  --dpdk-port NAME|N  the ethdev to use (default: the only one)\n"
     "  --ip ADDR/LEN       this HCA's address, IPv4 (its GID is ::ffff:ADDR) or IPv6 (required)\n"
     "  --mac MAC           this HCA's MAC instead of the ethdev's\n"
     "  --link-mtu N        the Ethernet MTU (default 1500: RoCE active MTU 1024)\n"
@@ -75,16 +75,22 @@ std::string gid_to_string(const pkt::Ip6& gid) {
 }
 
 int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::string& err) {
-    const std::string a = argv[i];
-    if (a != "--eal" && a != "--port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu") return 0;
-    if (i + 1 >= argc) {
+    std::string a = argv[i];
+    // "--name VALUE" or "--name=VALUE", as the subcommands' own long options.
+    const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    const std::string inline_value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (eq != std::string::npos) a.resize(eq);
+    // Not "--port": ibv_rc_pingpong and perftest take it for the TCP port.
+    if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu")
+        return 0;
+    if (eq == std::string::npos && i + 1 >= argc) {
         err = a + " needs a value";
         return -1;
     }
-    const std::string v = argv[++i];
+    const std::string v = eq == std::string::npos ? argv[++i] : inline_value;
     if (a == "--eal") {
         o.eal = v;
-    } else if (a == "--port") {
+    } else if (a == "--dpdk-port") {
         o.port = v;
     } else if (a == "--ip") {
         if (!parse_ip_prefix(v)) {
@@ -129,6 +135,7 @@ Attached::~Attached() {
     dev_.reset();
     net_.reset();
     dpdk_.reset();
+    if (eal_) port::close_all_ports();  // the vdevs no DpdkPort took (a failed open, --dpdk-port)
     if (pcap_) pcap_->flush();
 }
 
@@ -139,11 +146,20 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         return nullptr;
     }
     a->ip_ = *parse_ip_prefix(o.ip);
+    // The capture file first: a bad path is the user's mistake, found before DPDK starts.
+    if (!o.pcap.empty()) {
+        a->pcap_ = std::make_unique<port::PcapWriter>(o.pcap);
+        if (!a->pcap_->ok()) {
+            err = "--pcap " + a->pcap_->error();
+            return nullptr;
+        }
+    }
     const auto args = o.eal.empty() ? port::default_eal_args() : split_eal(o.eal);
     if (!port::eal_start(args, err)) {
         err = "DPDK EAL: " + err;
         return nullptr;
     }
+    a->eal_ = true;
     uint16_t id = 0;
     if (!port::find_port(o.port, id, err)) return nullptr;
     port::DpdkPortConfig pc;
@@ -165,14 +181,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         nc.prefix6 = a->ip_.prefix;
     }
     a->net_ = std::make_unique<port::NetPort>(*a->dpdk_, a->clock_, nc);
-    if (!o.pcap.empty()) {
-        a->pcap_ = std::make_unique<port::PcapWriter>(o.pcap);
-        if (!a->pcap_->ok()) {
-            err = "--pcap: " + a->pcap_->error();
-            return nullptr;
-        }
-        a->net_->set_capture(a->pcap_.get());
-    }
+    if (a->pcap_) a->net_->set_capture(a->pcap_.get());
 
     PortConfig cfg;
     cfg.mac = a->dpdk_->mac();
@@ -191,7 +200,32 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     return a;
 }
 
+namespace {
+
+// Why a peer's GID cannot be resolved at all, or "" (RFC 4291 2.7 multicast, 2.5.2/2.5.3
+// unspecified and loopback; RFC 1122 3.2.1.3 for IPv4; RFC 5771 IPv4 multicast).
+std::string unreachable_reason(const pkt::Ip6& peer, const IpPrefix& own) {
+    const bool v4 = pkt::is_ipv4_mapped(peer);
+    if (peer == own.gid) return "it is this HCA's own address";
+    if (v4) {
+        const uint32_t a = pkt::ipv4_of_mapped(peer);
+        if (a == 0 || a == 0xFFFFFFFFu || (a >> 28) == 0xE || (a >> 24) == 127) return "it is not a unicast address";
+        if (!own.v4) return "this HCA has no IPv4 address (--ip is IPv6)";
+    } else {
+        static constexpr pkt::Ip6 kLoopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        if (peer == pkt::Ip6{} || peer[0] == 0xFF || peer == kLoopback) return "it is not a unicast address";
+        if (own.v4) return "this HCA has no IPv6 address (--ip is IPv4)";
+    }
+    return "";
+}
+
+}  // namespace
+
 bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& err) {
+    if (const std::string why = unreachable_reason(peer, ip_); !why.empty()) {
+        err = "cannot send to " + gid_to_string(peer) + ": " + why;
+        return false;
+    }
     const uint64_t end = clock_.now_ns() + timeout_ms * 1'000'000;
     pkt::Mac mac{};
     for (;;) {

@@ -19,7 +19,7 @@ namespace hcaemu::tools {
 
 struct AttachOptions {
     std::string eal;                 // --eal "ARGS": EAL arguments (default: default_eal_args())
-    std::string port;                // --port NAME|INDEX: the ethdev (default: the first one)
+    std::string port;                // --dpdk-port NAME|INDEX: the ethdev (default: the only one)
     std::string ip;                  // --ip A.B.C.D/N or X:X::X/N (required)
     std::optional<pkt::Mac> mac;     // --mac: instead of the ethdev's own
     std::string pcap;                // --pcap FILE: every frame sent and received
@@ -75,6 +75,7 @@ private:
     std::unique_ptr<port::PcapWriter> pcap_;
     std::unique_ptr<Device> dev_;
     std::unique_ptr<transport::Hca> hca_;
+    bool eal_ = false;  // the EAL started: the destructor closes every ethdev it created
 };
 
 }  // namespace hcaemu::tools

@@ -334,10 +334,10 @@ private:
     }
 
     // Waits for at least one completion: polls the engine (and with -e, waits for the CQ event
-    // first). False when nothing happened for --timeout seconds.
+    // first). -2 when none came within --timeout seconds, however many frames moved meanwhile (a
+    // peer answering RNR NAK forever, or sending frames that complete nothing, is no progress).
     int wait_wc(std::span<Wc> wc) {
-        auto last = std::chrono::steady_clock::now();
-        const auto limit = std::chrono::seconds(a_.timeout_s);
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a_.timeout_s);
         for (;;) {
             const size_t moved = at_.poll();
             if (a_.events) {
@@ -351,14 +351,8 @@ private:
             } else if (const int n = cq_.poll(wc)) {
                 return n;
             }
-            const auto now = std::chrono::steady_clock::now();
-            if (moved) {
-                last = now;
-            } else if (now - last > limit) {
-                return -2;
-            } else {
-                std::this_thread::yield();
-            }
+            if (std::chrono::steady_clock::now() > end) return -2;
+            if (!moved) std::this_thread::yield();
         }
     }
 
@@ -420,6 +414,10 @@ private:
         // disconnect races with a poll inside the PMD in DPDK 22.11).
         const auto drain_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
         while (at_.hca().has_work() && std::chrono::steady_clock::now() < drain_end) at_.poll();
+        // Then wait, without polling, before the port closes: a net_memif peer loses what is still
+        // in the shared ring when we disconnect, and a busy peer may not have read our last ACK yet
+        // (it would retry, then fail with retry exceeded).
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
         return kExitOk;
     }
 

@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace hcaemu::tools {
@@ -19,8 +20,17 @@ struct OobConn::Impl {
 
 namespace {
 
+// "2 s", "0.3 s": a deadline for messages.
+std::string secs(uint64_t ms) {
+    if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f s", double(ms) / 1000.0);
+    return b;
+}
+
 // Runs the io_context until `done` or the deadline, calling `idle` in between; on the deadline,
-// cancels `s` and waits for the cancelled handlers. False when the deadline passed first.
+// cancels `s` and waits for the cancelled handlers (they run, and set `done`, with
+// operation_aborted). False when the deadline passed first.
 template <class Closable>
 bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms,
                const std::function<bool()>& idle = {}) {
@@ -41,7 +51,7 @@ bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t tim
     s.cancel(ignored);
     io.restart();
     io.run();
-    return done;
+    return false;
 }
 
 }  // namespace
@@ -85,8 +95,7 @@ std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std
     if (!run_until(impl->io, acc, done, timeout_ms, idle) || aec) {
         err = aec && aec != asio::error::operation_aborted
                   ? "accept on TCP port " + std::to_string(port) + ": " + aec.message()
-                  : "no client connected to TCP port " + std::to_string(port) + " within " +
-                        std::to_string(timeout_ms / 1000) + " s";
+                  : "no client connected to TCP port " + std::to_string(port) + " within " + secs(timeout_ms);
         return nullptr;
     }
     impl->sock.set_option(tcp::no_delay(true), ec);
@@ -117,38 +126,42 @@ std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port
             cec = e;
             done = true;
         });
-        if (run_until(impl->io, impl->sock, done, std::max<uint64_t>(left, 1), idle) && !cec) {
+        const bool in_time = run_until(impl->io, impl->sock, done, std::max<uint64_t>(left, 1), idle);
+        if (in_time && !cec) {
             impl->sock.set_option(tcp::no_delay(true), ec);
             auto c = std::unique_ptr<OobConn>(new OobConn(std::move(impl)));
             c->set_idle(std::move(idle));
             return c;
         }
-        last = cec ? cec.message() : "timed out";
+        last = in_time && cec ? cec.message() : "timed out";
         impl->sock.close(ec);
         // The server may not be listening yet (it starts in parallel): try again shortly.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
         while (std::chrono::steady_clock::now() < until)
             if (!idle || !idle()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    err = "cannot connect to " + host + ":" + std::to_string(port) + " within " + std::to_string(timeout_ms / 1000) +
-          " s (" + last + ")";
+    err = "cannot connect to " + host + ":" + std::to_string(port) + " within " + secs(timeout_ms) + " (" + last + ")";
     return nullptr;
 }
 
 bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::string& err) {
     bool done = false;
     error_code rec;
-    asio::async_read(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t) {
+    size_t got = 0;
+    asio::async_read(impl_->sock, asio::buffer(buf.data(), buf.size()), [&](const error_code& e, size_t n) {
         rec = e;
+        got = n;
         done = true;
     });
-    if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
-        err = "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
+    const bool in_time = run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_);
+    const std::string part = " (" + std::to_string(got) + " of " + std::to_string(buf.size()) + " bytes came)";
+    if (!in_time) {
+        err = (got ? "the peer stopped sending for " : "the peer sent nothing for ") + secs(timeout_ms) + part;
         return false;
     }
     if (rec) {
         peer_closed_ = rec == asio::error::eof || rec == asio::error::connection_reset;
-        err = peer_closed_ ? "the peer closed the connection" : "read: " + rec.message();
+        err = (peer_closed_ ? std::string("the peer closed the connection") : "read: " + rec.message()) + part;
         return false;
     }
     return true;
@@ -162,7 +175,7 @@ bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::
         done = true;
     });
     if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
-        err = "the peer took nothing for " + std::to_string(timeout_ms / 1000) + " s";
+        err = "the peer took nothing for " + secs(timeout_ms);
         return false;
     }
     if (wec) {

@@ -95,8 +95,9 @@ def check_pair(name, s, c, size, iters, chk, gids=("::ffff:198.18.0.1", "::ffff:
             expect(f"{name}: {who} data check", f"data check: {iters} messages of {size} bytes received as sent" in out, out)
 
 
-def fake_server(port, reply, got):
-    """A TCP peer that plays ibv_rc_pingpong's server with a scripted reply."""
+def fake_server(port, reply, got, hold=False):
+    """A TCP peer that plays ibv_rc_pingpong's server with a scripted reply; with `hold`, it then
+    keeps the connection open (reading) until the client closes it, at most 20 s."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))
@@ -115,6 +116,8 @@ def fake_server(port, reply, got):
         c.sendall(reply)
         try:
             got.append(c.recv(5))
+            while hold and c.recv(64):
+                pass
         except OSError:
             pass
         c.close()
@@ -178,6 +181,10 @@ def main():
         r = subprocess.run([h, "pingpong", "-p", port, "--timeout", "2"] + base,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
         expect("nobody connecting: exit 1", r.returncode == 1 and "no client connected" in r.stderr, r.stderr)
+        # The memif server's socket file exists from EAL start until the port is closed: after
+        # each failure above, DpdkPort::close() ran.
+        expect("after the failures the DPDK port was closed (memif socket removed)",
+               not os.path.exists(os.path.join(tmp, "lonely.sock")), os.listdir(tmp))
 
         # A hostile client: 52 bytes that are not an address.
         port = free_port()
@@ -211,6 +218,84 @@ def main():
                got and isinstance(got[0], bytes) and len(got[0]) == 52 and got[0].endswith(b"ffffc6120002\0"), got)
         expect("client sent done", len(got) > 1 and got[1] == b"done\0", got)
         expect("unanswered ARP: exit 1", r.returncode == 1 and "no answer from 198.18.0.99" in r.stderr, (r.returncode, r.stderr))
+
+        # --port is the TCP port (ibv_rc_pingpong's long option), in both spellings.
+        port = free_port()
+        for spelling in (["--port", str(port)], [f"--port={port}"]):
+            r = subprocess.run([h, "pingpong", "--timeout", "1"] + spelling + base + ["127.0.0.1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            expect(f"{spelling}: the TCP port", r.returncode == 1 and f"Couldn't connect to 127.0.0.1:{port}" in r.stderr,
+                   (r.returncode, r.stderr))
+        r = subprocess.run([h, "pingpong", "--ip=198.18.0.1/24", "--dpdk-port=nope", "--eal", base[1]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        expect("--dpdk-port=NAME not found: exit 1, the ports listed",
+               r.returncode == 1 and "no DPDK port 'nope'; ports: 0 net_memif0 (net_memif)" in r.stderr, (r.returncode, r.stderr))
+        expect("--dpdk-port not found: the vdev the EAL made was closed (memif socket removed)",
+               not os.path.exists(os.path.join(tmp, "lonely.sock")), os.listdir(tmp))
+        r = subprocess.run([h, "pingpong", "--pcap", os.path.join(tmp, "no", "such", "dir.pcap")] + base,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        expect("--pcap unwritable: exit 1, the path named once",
+               r.returncode == 1 and r.stderr.count("dir.pcap") == 1 and "No such file or directory" in r.stderr,
+               (r.returncode, r.stderr))
+        r = subprocess.run([h, "pingpong", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        flags = ["-p", "--port", "-d", "--ib-dev", "-i", "--ib-port", "-s", "--size", "-m", "--mtu", "-r", "--rx-depth",
+                 "-n", "--iters", "-l", "--sl", "-e", "--events", "-g", "--gid-idx", "-c", "--chk", "--timeout", "--stats",
+                 "-h", "--help", "--eal", "--dpdk-port", "--ip", "--mac", "--link-mtu", "--pcap"]
+        missing = [f for f in flags if not re.search(rf"(^|[ ,]){re.escape(f)}([ ,=]|$)", r.stdout, re.M)]
+        expect("--help lists every flag", r.returncode == 0 and not missing, (r.returncode, missing))
+
+        # Hostile or odd servers, each answered at once with a message and exit 1.
+        v4 = "00000000000000000000ffff"
+        for what, gid, want in (("our own address", v4 + "c6120002", "cannot send to 198.18.0.2: it is this HCA's own address"),
+                                ("a multicast GID", "ff020000000000000000000000000001", "cannot send to ff02::1: it is not a unicast address"),
+                                ("a broadcast IPv4", v4 + "ffffffff", "cannot send to 255.255.255.255: it is not a unicast address"),
+                                ("an IPv6 GID to an IPv4 HCA", "20010002000000000000000000000063",
+                                 "cannot send to 2001:2::63: this HCA has no IPv6 address (--ip is IPv4)")):
+            port = free_port()
+            got = []
+            th = threading.Thread(target=fake_server, args=(port, f"0000:000011:123456:{gid}".encode() + b"\0", got))
+            th.start()
+            time.sleep(0.2)
+            r = subprocess.run([h, "pingpong", "-p", str(port), "--timeout", "10", "-g", "1",
+                                "--eal", eal(1, memif("server", os.path.join(tmp, "odd.sock"))), "--ip", "198.18.0.2/24",
+                                "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            th.join(30)
+            expect(f"server sends {what}: exit 1", r.returncode == 1 and want in r.stderr, (r.returncode, r.stderr))
+
+        # A server that sends half an address and stalls.
+        port = free_port()
+        got = []
+        th = threading.Thread(target=fake_server, args=(port, b"0000:000011:123456:0000000", got, True))
+        th.start()
+        time.sleep(0.2)
+        r = subprocess.run([h, "pingpong", "-p", str(port), "--timeout", "2"] + base + ["127.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        th.join(30)
+        expect("server stalls after 26 bytes: exit 1",
+               r.returncode == 1 and "Couldn't read remote address: the peer stopped sending for 2 s (26 of 52 bytes came)" in r.stderr,
+               (r.returncode, r.stderr))
+
+        # Clients that connect and never write, or write half an address and close.
+        for what, data, want in (("never writes", None, "the peer sent nothing for 2 s (0 of 52 bytes came)"),
+                                 ("closes after 26 bytes", b"0000:000011:123456:0000000",
+                                  "the peer closed the connection (26 of 52 bytes came)")):
+            port = free_port()
+            p = start([h, "pingpong", "-p", str(port), "--timeout", "2"] + base)
+            k = None
+            for _ in range(100):
+                try:
+                    k = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            if k and data:
+                k.sendall(data)
+                k.close()
+            rc, out, err = finish(p, 30)
+            if k:
+                k.close()
+            expect(f"client {what}: exit 1", rc == 1 and "Couldn't read remote address: " + want in err, (rc, err))
+            expect(f"client {what}: the DPDK port was closed", not os.path.exists(os.path.join(tmp, "lonely.sock")))
 
     if failures:
         print(f"{len(failures)} check(s) failed:")
