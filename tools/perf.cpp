@@ -8,6 +8,10 @@
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
+// UD (send tests only, perftest_resources.c): Q_Key 0x11111111 (DEF_QKEY) on every QP and in every
+// SEND, which goes to the QPN the peer's QP information gave, through an AH built from its GID;
+// receives take size + 40 bytes, the GRH first (IBTA 11.4.1.1), so that the payload lands on the
+// next cache line of the destination block.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -27,6 +31,8 @@ constexpr const char* kLine = "-------------------------------------------------
 constexpr uint32_t kCycleBuffer = 4096;  // the page size, as perftest sends it
 constexpr uint32_t kCacheLine = 64;
 constexpr uint32_t kMaxAllSize = 1u << 23;  // -a: 2^1 .. 2^23
+constexpr uint32_t kDefQkey = 0x11111111;   // perftest's DEF_QKEY
+constexpr uint32_t kGrhLen = 40;            // a UD receive's GRH (IBTA 11.4.1.1; perftest's UD_ADDITION)
 
 uint64_t now_ns() {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -99,6 +105,7 @@ private:
     }
     bool barrier() { return qp_info(0, nullptr); }
     bool handshake_start();
+    bool ud_size();
     bool results(const BwReport& mine, BwReport& theirs);
     bool close(bool eof_ok);
 
@@ -107,6 +114,8 @@ private:
     bool connect(size_t q);
     uint8_t* src(size_t q) { return mem_.get() + q * block_; }
     uint8_t* dst(size_t q) { return mem_.get() + (nq_ + q) * block_; }
+    // where a SEND's payload lands: UD puts the GRH in the 40 bytes before it
+    uint8_t* sink(size_t q) { return dst(q) + (ud_ ? cache_line_ : 0); }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
     bool post_recv(size_t q);
     // Takes every completion; false on an error completion.
@@ -125,6 +134,7 @@ private:
     bool read_atomic_lat(uint64_t size);
     bool verify(uint64_t size, uint64_t peer_iters);
     bool verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base);
+    bool verify_grh(size_t q);
     void fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge);
     // BW tests walk through the cycle buffer as perftest does: message k of a QP goes to offset
     // (k % slots) * inc at both ends (inc: the size rounded up to the cache line), when a message
@@ -138,6 +148,9 @@ private:
     std::string& err_;
     const bool client_;
     const size_t nq_;
+    const bool ud_ = o_.conn == QpType::ud;
+    uint64_t size_ = o_.size;  // UD may lower it to the MTU
+    uint32_t recv_len_ = 0;    // UD: a receive's length (the largest message + the GRH)
     Mtu mtu_ = Mtu::mtu1024;
     uint32_t out_reads_ = 1;
     uint32_t cycle_buffer_ = kCycleBuffer;
@@ -150,6 +163,7 @@ private:
     Mr mr_;
     Cq cq_;
     std::vector<Qp> qps_;
+    std::vector<Ah> ahs_;  // UD: one per QP, to the peer's GID
     size_t block_ = 0;
     std::vector<oob::PerftestQpInfo> mine_, theirs_;
 
@@ -193,6 +207,18 @@ bool Session::handshake_start() {
     uint8_t theirs = 0;
     if (!check(oob::parse_mtu(t, theirs), "MTU")) return false;
     if (theirs < uint8_t(mtu_)) mtu_ = Mtu(theirs);
+    return true;
+}
+
+// perftest_parameters.c's MTU check, after the MTU exchange: a UD message fits one MTU. Without -s
+// (and with -a) the size becomes the MTU, with perftest's note on stderr; a -s above it is refused.
+bool Session::ud_size() {
+    if (!ud_) return true;
+    const uint64_t mtu = mtu_bytes(mtu_);
+    if (!o_.all_sizes && size_ <= mtu) return true;
+    if (!o_.all_sizes && o_.size_given) return fail("Max message size in UD cannot be greater than MTU (" + std::to_string(mtu) + ")");
+    std::fprintf(stderr, " Max msg size in UD is MTU %llu\n Changing to this MTU\n", static_cast<unsigned long long>(mtu));
+    size_ = mtu;
     return true;
 }
 
@@ -253,8 +279,19 @@ bool Session::connect(size_t q) {
     a.qp_state = QpState::init;
     a.port_num = 1;
     a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
-    ModifyResult m = qps_[q].modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::access_flags);
-    if (m.ok()) {
+    a.qkey = kDefQkey;
+    ModifyResult m = qps_[q].modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port |
+                                           (ud_ ? qp_attr::qkey : qp_attr::access_flags));
+    if (m.ok() && ud_) {
+        // UD: RTR and RTS take nothing but the state and the send PSN (IBTA 11.2.5.3's table)
+        a.qp_state = QpState::rtr;
+        m = qps_[q].modify(a, qp_attr::state);
+        if (m.ok()) {
+            a.qp_state = QpState::rts;
+            a.sq_psn = mine_[q].psn;
+            m = qps_[q].modify(a, qp_attr::state | qp_attr::sq_psn);
+        }
+    } else if (m.ok()) {
         a.qp_state = QpState::rtr;
         a.path_mtu = mtu_;
         a.dest_qp_num = r.qpn;
@@ -267,7 +304,7 @@ bool Session::connect(size_t q) {
         if (rc) mask |= qp_attr::max_dest_rd_atomic | qp_attr::min_rnr_timer;
         m = qps_[q].modify(a, mask);
     }
-    if (m.ok()) {
+    if (m.ok() && !ud_) {
         a.qp_state = QpState::rts;
         a.sq_psn = mine_[q].psn;
         a.timeout = 14;
@@ -279,11 +316,19 @@ bool Session::connect(size_t q) {
         m = qps_[q].modify(a, mask);
     }
     if (!m.ok()) return fail(std::string("cannot connect QP ") + std::to_string(qps_[q].qpn()) + ": " + name(m.status));
+    if (ud_) {
+        AhAttr aa;
+        aa.dgid = r.gid;
+        aa.sgid_index = uint8_t(gid_index_);
+        auto ah = env_.dev->create_ah(pd_, aa);
+        if (!ah.ok()) return fail(std::string("create_ah: ") + name(ah.status));
+        ahs_.push_back(std::move(ah.value));
+    }
     return true;
 }
 
 bool Session::post_recv(size_t q) {
-    Sge sge{addr(dst(q)), uint32_t(block_), mr_.lkey()};
+    Sge sge = ud_ ? Sge{addr(sink(q)) - kGrhLen, recv_len_, mr_.lkey()} : Sge{addr(dst(q)), uint32_t(block_), mr_.lkey()};
     RecvWr wr;
     wr.wr_id = q;
     wr.sg_list = &sge;
@@ -350,7 +395,8 @@ void Session::print_info() {
     s += b;
     std::snprintf(b, sizeof b, " Number of qps   : %zu\t\tTransport type : IB\n", nq_);
     s += b;
-    std::snprintf(b, sizeof b, " Connection type : %s\t\tUsing SRQ      : OFF\n", o_.conn == QpType::rc ? "RC" : "UC");
+    std::snprintf(b, sizeof b, " Connection type : %s\t\tUsing SRQ      : OFF\n",
+                  o_.conn == QpType::rc ? "RC" : o_.conn == QpType::uc ? "UC" : "UD");
     s += b;
     s += " PCIe relax order: OFF\n ibv_wr* API     : OFF\n";
     if (client_) {
@@ -415,6 +461,11 @@ void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
     // perftest's operands, as the rxe captures show them: add 1; compare 0 and swap in 0
     wr.atomic.compare_add = o_.atomic == AtomicOp::fetch_and_add ? 1 : 0;
     wr.atomic.swap = 0;
+    if (ud_) {
+        wr.ud.ah = &ahs_[q];
+        wr.ud.remote_qpn = theirs_[q].qpn;
+        wr.ud.remote_qkey = kDefQkey;
+    }
 }
 
 bool Session::bw_client(uint64_t size, BwReport& rep) {
@@ -605,6 +656,19 @@ bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip
     return true;
 }
 
+// A UD receive's GRH names the sender and this side (IBTA 11.4.1.1; RoCE v2 over IPv4: the IPv4
+// header in the GRH's last 20 bytes, addresses at its offsets 12 and 16).
+bool Session::verify_grh(size_t q) {
+    const uint8_t* g = sink(q) - kGrhLen;
+    const Gid& peer = theirs_[q].gid;
+    const bool v4 = pkt::is_ipv4_mapped(gid_);
+    const bool ok = v4 ? std::memcmp(g + 32, peer.data() + 12, 4) == 0 && std::memcmp(g + 36, gid_.data() + 12, 4) == 0
+                       : std::memcmp(g + 8, peer.data(), 16) == 0 && std::memcmp(g + 24, gid_.data(), 16) == 0;
+    if (ok) return true;
+    out("data check: FAILED: the GRH of QP " + std::to_string(q) + "'s last receive does not name the peer and this side\n");
+    return fail("the GRH of a UD receive is not the peer's");
+}
+
 bool Session::verify(uint64_t size, uint64_t peer_iters) {
     bool checked = false;
     for (size_t q = 0; q < nq_; ++q) {
@@ -641,16 +705,18 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
             continue;
         }
         // where the data lands on this side
-        const uint8_t* sink = nullptr;
-        if (o_.verb == Verb::read && client_) sink = src(q);
-        if ((o_.verb == Verb::write || o_.verb == Verb::send) && (!client_ || o_.kind == Kind::lat)) sink = dst(q);
-        if (!sink) continue;
+        const uint8_t* at = nullptr;
+        if (o_.verb == Verb::read && client_) at = src(q);
+        if (o_.verb == Verb::write && (!client_ || o_.kind == Kind::lat)) at = dst(q);
+        if (o_.verb == Verb::send && (!client_ || o_.kind == Kind::lat)) at = sink(q);
+        if (!at) continue;
+        if (ud_ && !verify_grh(q)) return false;
         // BW WRITEs and READs walked through the slots: each slot reached holds the pattern
         const uint64_t reached = o_.kind == Kind::bw && o_.verb != Verb::send ? std::min(slots(size), peer_iters / nq_) : 1;
         for (uint64_t k = 0; k < reached; ++k)
-            if (!verify_bytes(sink + k * inc(size), size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0, k * inc(size)))
+            if (!verify_bytes(at + k * inc(size), size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0, k * inc(size)))
                 return false;
-        if (o_.verb == Verb::write && o_.kind == Kind::lat && sink[size - 1] != uint8_t(o_.iters)) {
+        if (o_.verb == Verb::write && o_.kind == Kind::lat && at[size - 1] != uint8_t(o_.iters)) {
             out("data check: FAILED: the last byte of the buffer is not the last message's number\n");
             return fail("the last RDMA WRITE did not arrive");
         }
@@ -664,13 +730,17 @@ int Session::run() {
     conn_.set_idle([this] { return idle(); });
     if (!setup()) return 1;
     if (!handshake_start()) return 1;
+    if (!ud_size()) return 1;
     print_info();
 
     // Memory: per QP a source block then, after all of them, a destination block (the one the
     // peer is given), each as large as the largest message and a whole number of cycle buffers.
     Device& dev = *env_.dev;
-    const uint64_t max_size = o_.all_sizes ? kMaxAllSize : o_.size;
-    block_ = size_t((std::max<uint64_t>(max_size, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
+    // UD: the largest message is the MTU at most, after a cache line that takes the GRH
+    const uint64_t max_size = o_.all_sizes && !ud_ ? kMaxAllSize : size_;
+    const uint64_t need = max_size + (ud_ ? cache_line_ : 0);
+    block_ = size_t((std::max<uint64_t>(need, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
+    recv_len_ = uint32_t(max_size + kGrhLen);
     const size_t bytes = 2 * nq_ * block_;
     mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(cycle_buffer_, bytes)));
     if (!mem_) return fail("cannot allocate " + std::to_string(bytes) + " bytes"), 1;
@@ -740,10 +810,10 @@ int Session::run() {
 
     const bool lat = o_.kind == Kind::lat;
     std::vector<uint64_t> sizes;
-    if (o_.all_sizes)
-        for (int i = 1; i < 24; ++i) sizes.push_back(uint64_t(1) << i);
+    if (o_.all_sizes)  // UD: up to the MTU
+        for (int i = 1; i < 24 && (uint64_t(1) << i) <= max_size; ++i) sizes.push_back(uint64_t(1) << i);
     else
-        sizes.push_back(o_.size);
+        sizes.push_back(size_);
 
     // read and atomic latency: the server has nothing to do but wait for the close
     if (lat && !client_ && (o_.verb == Verb::read || o_.verb == Verb::atomic)) {

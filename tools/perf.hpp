@@ -37,6 +37,7 @@ struct Options {
     uint8_t ib_port = 1;           // -i
     int gid_index = -1;            // -x; -1: the attached address's index
     uint64_t size = 0;             // -s
+    bool size_given = false;       // -s was given: UD refuses a size above the MTU instead of lowering it
     uint64_t iters = 0;            // -n
     bool all_sizes = false;        // -a: 2 B .. 8 MiB, powers of two
     uint32_t duration = 0;         // -D seconds; 0: -n iterations

@@ -32,7 +32,8 @@ const char* const kPerfHelp =
     "  -Q, --cq-mod N        one completion every N requests (BW; default 100)\n"
     "  -o, --outs N          outstanding reads and atomics (default and most: 128)\n"
     "  -A, --atomic_type T   FETCH_AND_ADD (default) or CMP_AND_SWAP\n"
-    "  -c, --connection T    RC (default) or UC (write and send tests)\n"
+    "  -c, --connection T    RC (default), UC (write and send tests) or UD (send tests; a message\n"
+    "                        fits one MTU: without -s, and with -a, the size is lowered to it)\n"
     "  -F, --CPU-freq        accepted (no cycle counter is read: time is CLOCK_MONOTONIC)\n"
     "  -R, --rdma_cm ...     refused: the exchange is over TCP only\n"
     "      --report_gbits    report Gb/s instead of MB/s (2^20 bytes)\n"
@@ -120,6 +121,7 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             if (!num(1, 1u << 30, v)) return false;
             o.size = v;
             size_given = true;
+            o.size_given = true;
         } else if (a == "-a" || a == "--all") {
             o.all_sizes = true;
         } else if (a == "-n" || a == "--iters") {
@@ -169,10 +171,14 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             else if (val == "UC")
                 o.conn = QpType::uc;
             else if (val == "UD") {
-                err = "-c UD: not implemented by hcaemu perf (RC or UC)";
-                return false;
+                // perftest_parameters.c's change_conn_type: UD only with SEND
+                if (o.verb != Verb::send) {
+                    err = "-c UD: UD connection only possible in SEND verb";
+                    return false;
+                }
+                o.conn = QpType::ud;
             } else {
-                err = "-c: '" + val + "': choose RC or UC";
+                err = "-c: '" + val + "': choose RC, UC or UD";
                 return false;
             }
         } else if (a == "-F" || a == "--CPU-freq") {
