@@ -4,7 +4,9 @@ socket file in a temp dir), the out-of-band exchange over TCP on 127.0.0.1.
 
 For every test (write/read/send/atomic, bw/lat) at a one-packet and a multi-packet size: both exit
 0, both print perftest's tables with the size and iteration count asked for, and --check finds the
-data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits. The requests our
+data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits. UD for send_bw and
+send_lat: at 2 B and at the MTU, the size lowered to the MTU without -s and with -a (perftest's note),
+refused above it with -s, and refused for the other verbs. The requests our
 client puts on the wire are those rdma_rxe sent under the real perftest in the reference captures
 (opcodes, AckReq, lengths, atomic operands, the walk through the buffer). Bad arguments; an
 unreachable server; a server nobody connects to; a peer speaking another perftest version or not
@@ -151,7 +153,10 @@ def check_errors(hcaemu):
         (["frob_bw"] + ip, "unknown test 'frob_bw'", "an unknown test"),
         (["write_bw", "-s", "0"] + ip, "-s: '0' is not a number in 1..", "size 0"),
         (["write_bw", "-n", "3"] + ip, "-n: '3' is not a number in 5..", "3 iterations"),
-        (["write_bw", "-c", "UD"] + ip, "-c UD: not implemented", "UD"),
+        (["write_bw", "-c", "UD"] + ip, "UD connection only possible in SEND verb", "UD with write_bw"),
+        (["read_lat", "-c", "UD"] + ip, "UD connection only possible in SEND verb", "UD with read_lat"),
+        (["atomic_bw", "-c", "UD"] + ip, "UD connection only possible in SEND verb", "UD with atomic_bw"),
+        (["send_bw", "-c", "XRC"] + ip, "choose RC, UC or UD", "an unknown connection type"),
         (["read_bw", "-c", "UC"] + ip, "RDMA READ and atomics need RC", "READ over UC"),
         (["atomic_bw", "-s", "16"] + ip, "atomic tests move 8 bytes", "a 16-byte atomic"),
         (["write_bw", "-m", "1500"] + ip, "256, 512, 1024, 2048 or 4096", "MTU 1500"),
@@ -199,11 +204,13 @@ def check_errors(hcaemu):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    ap.add_argument("--only", help="run the pairs of this test only")
+    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only)")
     ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
 
+    if a.only == "ud":
+        check_ud(hc)
     for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
         if a.only and test != a.only:
             continue
@@ -262,6 +269,28 @@ def check_wire(hc, captures):
                    r is not None and r[0] == 0 and r[3] == 0 and ours == [ref], f"ours {ours}\nrxe  {ref}\n{r or t}")
 
 
+def check_ud(hc):
+    """UD: send tests only; a message fits one MTU. --check also checks each receive's GRH."""
+    for test, iters in (("send_bw", 200), ("send_lat", 50)):
+        check_pair(hc, test, ["-n", str(iters), "-s", "2", "-c", "UD", "--check"], [2], iters, f"{test} over UD, 2 B")
+        check_pair(hc, test, ["-n", str(iters), "-s", "1024", "-m", "1024", "-c", "UD", "--check"], [1024], iters,
+                   f"{test} over UD, 1024 B at MTU 1024")
+    # without -s: send_bw's default 65536 B becomes the MTU, with perftest's note; send_lat's 2 B stays
+    note = " Max msg size in UD is MTU 1024\n Changing to this MTU\n"
+    for test, iters, size, noted in (("send_bw", 100, 1024, True), ("send_lat", 20, 2, False)):
+        r, t = run_pair(hc, test, ["-n", str(iters), "-m", "1024", "-c", "UD", "--check"])
+        ok = r is not None and r[0] == 0 and r[3] == 0 and results(r[4]) == [(size, iters)] and \
+            (note in r[2]) == noted and (note in r[5]) == noted and "Connection type : UD" in r[1] and \
+            "Connection type : UD" in r[4]
+        expect(f"{test} over UD without -s: {size} B, " + ("with" if noted else "without") + " perftest's note", ok, r or t)
+    check_pair(hc, "send_lat", ["-n", "20", "-a", "-m", "512", "-c", "UD", "--check"], [1 << i for i in range(1, 10)], 20,
+               "send_lat -a over UD: 2 B .. the MTU")
+    r, t = run_pair(hc, "send_bw", ["-n", "20", "-s", "2048", "-m", "1024", "-c", "UD"])
+    msg = "Max message size in UD cannot be greater than MTU (1024)"
+    ok = r is not None and r[0] == 1 and r[3] == 1 and msg in r[2] and msg in r[5] and not results(r[1] + r[4])
+    expect("send_bw over UD with -s above the MTU: both exit 1, say so, run nothing", ok, r or t)
+
+
 def more(hc):
     check_pair(hc, "atomic_bw", ["-n", "100", "-A", "CMP_AND_SWAP", "--check"], [8], 100)
     check_pair(hc, "write_bw", ["-n", "100", "-s", "3000", "-q", "2", "--check"], [3000], 200, "write_bw on 2 QPs")
@@ -270,6 +299,7 @@ def more(hc):
     check_pair(hc, "send_lat", ["-n", "20", "-a", "--check"], [1 << i for i in range(1, 24)], 20, "send_lat -a")
     check_pair(hc, "write_bw", ["-n", "100", "-s", "2048", "-c", "UC", "--check"], [2048], 100, "write_bw over UC")
     check_pair(hc, "send_lat", ["-n", "50", "-s", "100", "-c", "UC", "--check"], [100], 50, "send_lat over UC")
+    check_ud(hc)
     # a timed run: any iteration count, so only its shape is checked
     r, t = run_pair(hc, "write_bw", ["-D", "1", "-s", "1024"])
     ok = r is not None and r[0] == 0 and r[3] == 0 and len(results(r[4])) == 1 and results(r[4])[0][0] == 1024
