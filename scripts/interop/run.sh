@@ -90,6 +90,14 @@ send_lat-64-rxe_srv          | send_lat   | rxe    | -s 64 -n 20                
 send_lat-64-hcaemu_srv       | send_lat   | hcaemu | -s 64 -n 20                    |         | 60
 send_lat-8192-rxe_srv        | send_lat   | rxe    | -s 8192 -n 20                  |         | 60
 send_lat-8192-hcaemu_srv     | send_lat   | hcaemu | -s 8192 -n 20                  |         | 60
+send_bw-ud-512-rxe_srv       | send_bw    | rxe    | -c UD -s 512 -n 20             |         | 60
+send_bw-ud-512-hcaemu_srv    | send_bw    | hcaemu | -c UD -s 512 -n 20             |         | 60
+send_bw-ud-1024-rxe_srv      | send_bw    | rxe    | -c UD -s 1024 -n 20            |         | 60
+send_bw-ud-1024-hcaemu_srv   | send_bw    | hcaemu | -c UD -s 1024 -n 20            |         | 60
+send_lat-ud-512-rxe_srv      | send_lat   | rxe    | -c UD -s 512 -n 20             |         | 60
+send_lat-ud-512-hcaemu_srv   | send_lat   | hcaemu | -c UD -s 512 -n 20             |         | 60
+send_lat-ud-1024-rxe_srv     | send_lat   | rxe    | -c UD -s 1024 -n 20            |         | 60
+send_lat-ud-1024-hcaemu_srv  | send_lat   | hcaemu | -c UD -s 1024 -n 20            |         | 60
 loss5-pingpong-4096-rxe_srv  | pingpong   | rxe    | -s 4096 -n 50 -c               | noack loss 5% | 120
 loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c               | noack loss 5% | 120
 loss5-write_bw-8192-rxe_srv  | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
