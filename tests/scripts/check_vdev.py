@@ -122,7 +122,7 @@ def check_memif(node, kills):
                    rc == 0 and r.get("ok") == "2000" and r.get("bad") == "0", cl.text())
             rc = srv.finish(30)
             r = srv.result()
-            expect("memif server ends after its sessions, no bad frame", rc == 0 and r.get("bad") == "0", srv.text())
+            expect("memif server ends after its sessions, no bad frame", rc == 0 and r.get("bad") == "0", f"rc={rc}\n" + srv.text())
             expect("memif server counted each client's link up and down",
                    r.get("link_up_events") == str(sessions) and r.get("link_down_events") == str(sessions) and
                    r.get("downs") == str(sessions), srv.text())
