@@ -176,6 +176,8 @@ def check_memif_server_kills(node, kills):
                 expect(f"memif client reconnects to server {k + 1} (link up)", up is not None, cl.text())
             rc = cl.finish(90)
             r = cl.result()
+            print("      client " + " ".join(f"{k}={r.get(k)}" for k in
+                                           ("reconnects", "burst_faults", "frames_lost_in_fault")), flush=True)
             expect(f"memif client: after {kills} servers died, 300 frames byte-exact both ways with the last",
                    rc == 0 and r.get("bad") == "0" and r.get("downs") == str(kills), cl.text())
             expect("memif client counted each server's link up and down",
