@@ -321,6 +321,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
         return nullptr;
     }
     p->started_ = true;
+    p->next_reconnect_tsc_ = rte_get_timer_cycles() + 5 * rte_get_timer_hz();  // the first handshake's time
     if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
     if (cfg.mac) {
@@ -338,7 +339,10 @@ void DpdkPort::update_link() {
     rte_eth_link l{};
     if (rte_eth_link_get_nowait(port_, &l) != 0) return;
     const bool up = l.link_status == RTE_ETH_LINK_UP;
-    if (link_.exchange(up, std::memory_order_acq_rel) != up) (up ? up_events_ : down_events_).fetch_add(1);
+    if (link_.exchange(up, std::memory_order_acq_rel) != up) {
+        (up ? up_events_ : down_events_).fetch_add(1);
+        if (!up && memif_client_) next_reconnect_tsc_ = 0;  // the server went away: reconnect now
+    }
 }
 
 bool DpdkPort::link_up() {
@@ -363,6 +367,10 @@ void DpdkPort::reconnect() {
     sync_interrupt_thread();
     if (started_) rte_eth_dev_stop(port_);
     started_ = rte_eth_dev_start(port_) == 0;  // fails while no server listens: tried again later
+    // A start that connected leaves the handshake to the interrupt thread: it must not be cut short
+    // by the next restart (a stop in the middle of it crashed hcaemu pingpong's client).
+    // 5 s covers it; a link that goes down after being up restarts at once (update_link).
+    next_reconnect_tsc_ = rte_get_timer_cycles() + (started_ ? 5 * rte_get_timer_hz() : rte_get_timer_hz() / 5);
     update_link();
 }
 
@@ -370,7 +378,10 @@ void DpdkPort::on_burst_fault() {
     ++burst_faults_;
     // The peer's memory is gone: down until the PMD says up again (a reconnect re-initialises the
     // queues). The interrupt thread's own down event is counted when it is read.
-    if (link_.exchange(false, std::memory_order_acq_rel)) down_events_.fetch_add(1);
+    if (link_.exchange(false, std::memory_order_acq_rel)) {
+        down_events_.fetch_add(1);
+        if (memif_client_) next_reconnect_tsc_ = 0;
+    }
 }
 
 void DpdkPort::close() {
@@ -400,10 +411,7 @@ bool DpdkPort::link_ok() {
     ++polls_while_down_;
     if (memif_client_) {  // only while down: no cost on the data path
         const uint64_t now = rte_get_timer_cycles();
-        if (now >= next_reconnect_tsc_) {
-            next_reconnect_tsc_ = now + rte_get_timer_hz() / 5;
-            reconnect();
-        }
+        if (now >= next_reconnect_tsc_) reconnect();
     }
     return false;
 }

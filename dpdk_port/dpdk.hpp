@@ -53,7 +53,7 @@ struct LinkStats {
     uint64_t up_events = 0;     // link went up (a memif peer connected)
     uint64_t down_events = 0;   // link went down (the peer disconnected or died)
     uint64_t polls_while_down = 0;  // rx_burst/tx_burst calls answered 0 without touching the PMD
-    uint64_t reconnects = 0;        // a memif client's restarts toward a server (every 200 ms while down)
+    uint64_t reconnects = 0;  // a memif client's restarts: at a link down, then 200 ms after a failed one, 5 s after a connect
     uint64_t burst_faults = 0;      // memif bursts cut short by a fault in the PMD (peer's memory gone)
     uint64_t frames_lost_in_fault = 0;  // tx frames of those bursts, left to the PMD (never reused)
 };
@@ -73,8 +73,9 @@ public:
     // Link: where the link is the peer's presence (net_memif) or the PMD signals link changes
     // (RTE_ETH_DEV_INTR_LSC), rx_burst/tx_burst return 0 without calling the PMD while the link is
     // down, and count it; link changes are counted (link_stats). Other ports are always "up".
-    // A memif client whose server went away restarts the ethdev (so connects again) every 200 ms
-    // from its bursts while the link is down. memif bursts run under a fault guard (fault_guard.hpp):
+    // A memif client whose server went away restarts the ethdev (so connects again) from its bursts:
+    // at once, then every 200 ms while no server listens; never within 5 s of a start that connected
+    // (the handshake runs in the interrupt thread and must not be cut short). memif bursts run under a fault guard (fault_guard.hpp):
     // the PMD's interrupt thread unmaps the peer's memory on disconnect while a burst may be inside
     // the PMD; such a fault ends the burst with 0 frames, is counted, and the link is taken as down.
     static std::unique_ptr<DpdkPort> open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error);
