@@ -188,8 +188,8 @@ def check_memif_server_kills(node, kills):
             expect("memif last server: 300 frames byte-exact, ends when the client leaves",
                    r.get("ok") == "300" and r.get("bad") == "0" and r.get("downs") == "1", srv.text())
             # Not asserted here (this test is about the client): this server's exit, after its result,
-            # sometimes ended in SIGSEGV in the EAL interrupt thread, inside rte_intr_fd_get (5 runs
-            # of 22). Likely cause, from the PMD's source: memif_socket_remove_device (at
+            # sometimes ended in SIGSEGV in the EAL interrupt thread, inside rte_intr_fd_get (7 runs
+            # of 26). Likely cause, from the PMD's source: memif_socket_remove_device (at
             # dev_close) frees the listener's interrupt handle without unregistering its callback.
             # check_memif asserts a server's clean exit.
             if rc != 0:
