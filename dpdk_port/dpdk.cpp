@@ -7,6 +7,7 @@ extern "C" {
 #include <unistd.h>
 
 #include <rte_alarm.h>
+#include <rte_cycles.h>
 #include <rte_dev.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
@@ -21,6 +22,8 @@ extern "C" {
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+
+#include "dpdk_port/fault_guard.hpp"
 
 namespace hcaemu::port {
 
@@ -44,6 +47,19 @@ uint32_t devarg_u32(const std::string& args, const std::string& key, uint32_t df
         pos = end + 1;
     }
     return dflt;
+}
+
+// True when the vdev arguments hold `key=value` exactly.
+bool devarg_is(const std::string& args, const std::string& key, const std::string& value) {
+    const std::string item = key + "=" + value;
+    size_t pos = 0;
+    while (pos <= args.size()) {
+        size_t end = args.find(',', pos);
+        if (end == std::string::npos) end = args.size();
+        if (args.compare(pos, end - pos, item) == 0) return true;
+        pos = end + 1;
+    }
+    return false;
 }
 
 // Sets a kernel interface's MTU and reads it back (netdevice(7): SIOCSIFMTU, SIOCGIFMTU).
@@ -202,6 +218,12 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
     // One mbuf holds a whole frame: mtu + Ethernet + one VLAN tag, after the headroom.
     uint32_t room = std::max<uint32_t>(frame, RTE_MBUF_DEFAULT_DATAROOM);
     if (p->driver_ == "net_memif") {
+        p->memif_ = true;
+        p->memif_client_ = devarg_is(args, "role", "client");  // the PMD's default role is server
+        if (!install_fault_guard()) {
+            error = where + ": cannot install the SIGSEGV/SIGBUS guard for memif bursts: " + std::strerror(errno);
+            return nullptr;
+        }
         // memif splits a frame over buffers of bsize bytes (default 2048) and hands chained mbufs.
         const uint32_t bsize = devarg_u32(args, "bsize", 2048);
         if (bsize < frame) {
@@ -299,6 +321,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
         return nullptr;
     }
     p->started_ = true;
+    p->next_reconnect_tsc_ = rte_get_timer_cycles() + 5 * rte_get_timer_hz();  // the first handshake's time
     if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
     if (cfg.mac) {
@@ -316,7 +339,10 @@ void DpdkPort::update_link() {
     rte_eth_link l{};
     if (rte_eth_link_get_nowait(port_, &l) != 0) return;
     const bool up = l.link_status == RTE_ETH_LINK_UP;
-    if (link_.exchange(up, std::memory_order_acq_rel) != up) (up ? up_events_ : down_events_).fetch_add(1);
+    if (link_.exchange(up, std::memory_order_acq_rel) != up) {
+        (up ? up_events_ : down_events_).fetch_add(1);
+        if (!up && memif_client_) next_reconnect_tsc_ = 0;  // the server went away: reconnect now
+    }
 }
 
 bool DpdkPort::link_up() {
@@ -329,7 +355,33 @@ bool DpdkPort::link_up() {
 }
 
 LinkStats DpdkPort::link_stats() const {
-    return LinkStats{up_events_.load(), down_events_.load(), polls_while_down_};
+    return LinkStats{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, burst_faults_,
+                     frames_lost_in_fault_};
+}
+
+void DpdkPort::reconnect() {
+    // net_memif (22.11) connects a client only in dev_start; its disconnect (interrupt thread) frees
+    // the regions and leaves the port stopped in all but name. Let that callback finish first, or
+    // dev_stop's own disconnect would free them again (see close()).
+    ++reconnects_;
+    sync_interrupt_thread();
+    if (started_) rte_eth_dev_stop(port_);
+    started_ = rte_eth_dev_start(port_) == 0;  // fails while no server listens: tried again later
+    // A start that connected leaves the handshake to the interrupt thread: it must not be cut short
+    // by the next restart (a stop in the middle of it crashed hcaemu pingpong's client).
+    // 5 s covers it; a link that goes down after being up restarts at once (update_link).
+    next_reconnect_tsc_ = rte_get_timer_cycles() + (started_ ? 5 * rte_get_timer_hz() : rte_get_timer_hz() / 5);
+    update_link();
+}
+
+void DpdkPort::on_burst_fault() {
+    ++burst_faults_;
+    // The peer's memory is gone: down until the PMD says up again (a reconnect re-initialises the
+    // queues). The interrupt thread's own down event is counted when it is read.
+    if (link_.exchange(false, std::memory_order_acq_rel)) {
+        down_events_.fetch_add(1);
+        if (memif_client_) next_reconnect_tsc_ = 0;
+    }
 }
 
 void DpdkPort::close() {
@@ -357,6 +409,10 @@ bool DpdkPort::link_ok() {
     }
     if (link_.load(std::memory_order_acquire)) return true;
     ++polls_while_down_;
+    if (memif_client_) {  // only while down: no cost on the data path
+        const uint64_t now = rte_get_timer_cycles();
+        if (now >= next_reconnect_tsc_) reconnect();
+    }
     return false;
 }
 
@@ -383,7 +439,17 @@ uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
         m->pkt_len = frames[i].len;
         mb[i] = m;
     }
-    const uint16_t sent = rte_eth_tx_burst(port_, 0, mb, k);
+    uint16_t sent = 0;
+    if (!memif_) {
+        sent = rte_eth_tx_burst(port_, 0, mb, k);
+    } else if (!guarded([&] { return rte_eth_tx_burst(port_, 0, mb, k); }, sent)) {
+        // Which mbufs the PMD had already freed is unknown: all k are left to it (a bounded leak
+        // of the pool) rather than risk a double free.
+        on_burst_fault();
+        frames_lost_in_fault_ += k;
+        for (uint16_t i = 0; i < k; ++i) frames[i].handle = nullptr;
+        return k;
+    }
     for (uint16_t i = 0; i < sent; ++i) {
         ++stats_.tx_frames;
         stats_.tx_bytes += frames[i].len;
@@ -395,7 +461,14 @@ uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
 uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
     if (!link_ok()) return 0;
     rte_mbuf* mb[64];
-    const uint16_t got = rte_eth_rx_burst(port_, 0, mb, n > 64 ? 64 : n);
+    const uint16_t want = n > 64 ? 64 : n;
+    uint16_t got = 0;
+    if (!memif_) {
+        got = rte_eth_rx_burst(port_, 0, mb, want);
+    } else if (!guarded([&] { return rte_eth_rx_burst(port_, 0, mb, want); }, got)) {
+        on_burst_fault();  // mbufs the PMD had taken for this burst stay taken
+        return 0;
+    }
     uint16_t k = 0;
     for (uint16_t i = 0; i < got; ++i) {
         rte_mbuf* m = mb[i];

