@@ -391,6 +391,9 @@ void DpdkPort::close() {
         usleep(100);
     }
     lsc_ = false;
+    // net_memif: frames still in the shared ring are lost when we disconnect, and a busy peer may
+    // not have read our last ones (an ACK it then waits for in vain). Give it time, without polling.
+    if (memif_ && started_ && link_.load(std::memory_order_acquire)) usleep(100'000);
     if (watch_link_ && open_) sync_interrupt_thread();
     if (started_) rte_eth_dev_stop(port_);
     started_ = false;

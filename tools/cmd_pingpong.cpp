@@ -414,10 +414,7 @@ private:
         // disconnect races with a poll inside the PMD in DPDK 22.11).
         const auto drain_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
         while (at_.hca().has_work() && std::chrono::steady_clock::now() < drain_end) at_.poll();
-        // Then wait, without polling, before the port closes: a net_memif peer loses what is still
-        // in the shared ring when we disconnect, and a busy peer may not have read our last ACK yet
-        // (it would retry, then fail with retry exceeded).
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        // (DpdkPort::close() lets a net_memif peer read the last frames before disconnecting.)
         return kExitOk;
     }
 
