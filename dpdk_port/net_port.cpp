@@ -464,34 +464,10 @@ bool NetPort::send_arp(uint16_t op, const pkt::Mac& eth_dst, const pkt::Mac& tha
     return send_own(f);
 }
 
-// RFC 4861 4.3: to the solicited-node multicast address, with our link-layer address.
-bool NetPort::send_ns(const pkt::Ip6& target) {
-    Frame f;
-    if (!inner_.alloc(f)) return void(++st_.tx_no_buffer), false;
-    constexpr uint32_t kPlen = kNsLen + 8;
-    constexpr uint32_t kLen = uint32_t(pkt::kEthLen + pkt::kIpv6Len) + kPlen;
-    if (f.cap < kLen) return inner_.free(f), void(++st_.tx_no_buffer), false;
-    uint8_t* p = f.data;
-    const pkt::Ip6 dst = solicited_node(target);
-    // The source: the address of the same scope as the target.
-    const pkt::Ip6 src = (target[0] == 0xfe && (target[1] & 0xc0) == 0x80) ? ll_ : *cfg_.ip6;
-    const uint32_t o = put_eth(p, multicast_mac(dst), mac_, pkt::kEthTypeIpv6);
-    put_ip6_nd(p + o, src, dst, uint16_t(kPlen));
-    uint8_t* m = p + o + pkt::kIpv6Len;
-    std::memset(m, 0, kPlen);
-    m[0] = kNs;
-    std::memcpy(m + 8, target.data(), 16);
-    m[24] = kOptSlla;
-    m[25] = 1;
-    std::memcpy(m + 26, mac_.data(), 6);
-    pkt::store_be16(m + 2, icmp6_checksum(src, dst, m, kPlen));
-    f.len = kLen;
-    return send_own(f);
-}
-
-// RFC 4861 4.4: Router 0, Solicited as told, Override 1, with our link-layer address.
-bool NetPort::send_na(const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& eth_dst, const pkt::Ip6& target,
-                      bool solicited) {
+// RFC 4861 4.3 (NS) and 4.4 (NA): a 24-byte message with one link-layer address option (ours:
+// source for an NS, target for an NA), hop limit 255, checksum over the pseudo-header.
+bool NetPort::send_nd(uint8_t type, uint8_t flags, const pkt::Ip6& src, const pkt::Ip6& dst,
+                      const pkt::Mac& eth_dst, const pkt::Ip6& target) {
     Frame f;
     if (!inner_.alloc(f)) return void(++st_.tx_no_buffer), false;
     constexpr uint32_t kPlen = kNsLen + 8;
@@ -502,15 +478,28 @@ bool NetPort::send_na(const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& 
     put_ip6_nd(p + o, src, dst, uint16_t(kPlen));
     uint8_t* m = p + o + pkt::kIpv6Len;
     std::memset(m, 0, kPlen);
-    m[0] = kNa;
-    m[4] = uint8_t((solicited ? 0x40 : 0) | 0x20);
+    m[0] = type;
+    m[4] = flags;
     std::memcpy(m + 8, target.data(), 16);
-    m[24] = kOptTlla;
+    m[24] = type == kNs ? kOptSlla : kOptTlla;
     m[25] = 1;
     std::memcpy(m + 26, mac_.data(), 6);
     pkt::store_be16(m + 2, icmp6_checksum(src, dst, m, kPlen));
     f.len = kLen;
     return send_own(f);
+}
+
+// RFC 4861 4.3: to the solicited-node multicast address, from the address of the target's scope.
+bool NetPort::send_ns(const pkt::Ip6& target) {
+    const pkt::Ip6 dst = solicited_node(target);
+    const pkt::Ip6 src = (target[0] == 0xfe && (target[1] & 0xc0) == 0x80) ? ll_ : *cfg_.ip6;
+    return send_nd(kNs, 0, src, dst, multicast_mac(dst), target);
+}
+
+// RFC 4861 4.4: Router 0, Solicited as told, Override 1.
+bool NetPort::send_na(const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& eth_dst, const pkt::Ip6& target,
+                      bool solicited) {
+    return send_nd(kNa, uint8_t((solicited ? 0x40 : 0) | 0x20), src, dst, eth_dst, target);
 }
 
 }  // namespace hcaemu::port

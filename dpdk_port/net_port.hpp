@@ -163,6 +163,8 @@ private:
     void recompute_due();
 
     bool send_arp(uint16_t op, const pkt::Mac& eth_dst, const pkt::Mac& tha, uint32_t tpa);
+    bool send_nd(uint8_t type, uint8_t flags, const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& eth_dst,
+                 const pkt::Ip6& target);
     bool send_ns(const pkt::Ip6& target);
     bool send_na(const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& eth_dst, const pkt::Ip6& target, bool solicited);
     bool send_own(Frame& f);  // captures and transmits one frame of our own; frees it if refused
