@@ -126,6 +126,7 @@ struct Stats {
     std::vector<std::pair<std::string, uint64_t>> device;  // kCounterName order
     std::vector<std::pair<std::string, uint64_t>> net;     // kNetStatNames order (ARP/ND, drops)
     std::vector<std::pair<std::string, uint64_t>> link;    // the ethdev: link and port statistics
+    std::vector<std::pair<std::string, uint64_t>> daemon;  // hcaemud's own (empty in-process)
 };
 
 // One object in a resource view (`hcaemu res show`), as `rdma res show` lists them: who owns it

@@ -147,7 +147,7 @@ struct ModifySrqReq { uint32_t handle = 0; uint32_t mask = 0; SrqAttr attr; };
 struct CreateAhReq { uint32_t pd = 0; uint32_t rsv = 0; AhAttr attr; };
 
 // Pages of name/value lists: `start` is where this page begins, `total` how many there are.
-enum class CounterSet : uint8_t { device, net, link, count };
+enum class CounterSet : uint8_t { device, net, link, daemon, count };  // daemon: its own (protocol errors by ctl::Error, clients, rings)
 struct CountersReq { uint8_t set = 0; uint8_t rsv[3] = {}; uint32_t start = 0; };
 struct NameValue { char name[40] = {}; uint64_t value = 0; };
 constexpr uint32_t kCountersPerPage = 128;
