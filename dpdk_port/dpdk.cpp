@@ -49,6 +49,19 @@ uint32_t devarg_u32(const std::string& args, const std::string& key, uint32_t df
     return dflt;
 }
 
+// The text of devarg `key`, or `dflt`.
+std::string devarg_str(const std::string& args, const std::string& key, const std::string& dflt) {
+    size_t pos = 0;
+    while (pos <= args.size()) {
+        size_t end = args.find(',', pos);
+        if (end == std::string::npos) end = args.size();
+        if (end - pos > key.size() && args.compare(pos, key.size(), key) == 0 && args[pos + key.size()] == '=')
+            return args.substr(pos + key.size() + 1, end - pos - key.size() - 1);
+        pos = end + 1;
+    }
+    return dflt;
+}
+
 // True when the vdev arguments hold `key=value` exactly.
 bool devarg_is(const std::string& args, const std::string& key, const std::string& value) {
     const std::string item = key + "=" + value;
@@ -131,10 +144,32 @@ std::string describe_ports() {
 
 void close_all_ports() {
     uint16_t id;
-    RTE_ETH_FOREACH_DEV(id) {
-        (void)rte_eth_dev_stop(id);  // -EINVAL/-EBUSY when never started: close anyway
+    RTE_ETH_FOREACH_DEV(id) close_ethdev(id);
+}
+
+bool close_ethdev(uint16_t id) {
+    rte_eth_dev_info di{};
+    if (rte_eth_dev_info_get(id, &di) != 0) return false;
+    const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
+    const std::string args = da && da->args ? da->args : "";
+    const bool memif_server = di.driver_name && std::string(di.driver_name) == "net_memif" &&
+                              !devarg_is(args, "role", "client");
+    (void)rte_eth_dev_stop(id);  // -EINVAL/-EBUSY when never started: close anyway
+    if (!memif_server) {
         rte_eth_dev_close(id);
+        return true;
     }
+    // DPDK 22.11's memif close frees the listener socket's interrupt handle without unregistering
+    // its callback (memif_socket_remove_device): the interrupt thread's next rebuild of its epoll
+    // set reads the freed handle (SIGSEGV in rte_intr_fd_get at a server's exit, seen in CI). So a
+    // server is only stopped (its peer is disconnected), the interrupt thread is let finish that,
+    // and the socket file the close would have removed is removed here. The ethdev stays until exit.
+    sync_interrupt_thread();
+    if (devarg_is(args, "socket-abstract", "no")) {
+        const std::string path = devarg_str(args, "socket", "/run/memif.sock");  // the PMD's default
+        if (!path.empty()) ::unlink(path.c_str());
+    }
+    return false;
 }
 
 bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
@@ -395,9 +430,9 @@ void DpdkPort::close() {
     // not have read our last ones (an ACK it then waits for in vain). Give it time, without polling.
     if (memif_ && started_ && link_.load(std::memory_order_acquire)) usleep(100'000);
     if (watch_link_ && open_) sync_interrupt_thread();
-    if (started_) rte_eth_dev_stop(port_);
+    if (open_) (void)close_ethdev(port_);  // stops it; a memif server stays open (see close_ethdev)
+    else if (started_) rte_eth_dev_stop(port_);
     started_ = false;
-    if (open_) rte_eth_dev_close(port_);
     open_ = false;
     if (pool_) rte_mempool_free(pool_);
     pool_ = nullptr;

@@ -36,6 +36,10 @@ std::string describe_ports();
 // DpdkPort took (a wrong port name, a failed open): a net_memif server removes its socket file
 // then, a net_tap its interface. For a process's exit path, after its DpdkPorts are gone.
 void close_all_ports();
+// Stops one ethdev and closes it, except a net_memif server, which is stopped, its socket file
+// removed, and left open until the process exits (DPDK 22.11's memif close leaves a freed handle
+// in the interrupt thread). True when it was closed.
+bool close_ethdev(uint16_t id);
 
 struct DpdkPortConfig {
     uint16_t rx_desc = 1024;

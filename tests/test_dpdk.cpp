@@ -232,9 +232,12 @@ TEST_CASE("net_memif: bsize below the largest frame is refused; with no peer the
     CHECK(ls.up_events == 0);
     CHECK(ls.down_events == 0);
     CHECK(p->stats().tx_frames == 0);
+    CHECK(std::filesystem::exists(dir + "/s.sock"));
     p.reset();
-    CHECK_FALSE(rte_eth_dev_is_valid_port(id));
-    CHECK(rte_vdev_uninit("net_memif7") == 0);
+    // A memif server is stopped, not closed (close_ethdev: DPDK 22.11's memif close leaves a freed
+    // handle in the interrupt thread); its socket file is gone as a close would have removed it.
+    CHECK(rte_eth_dev_is_valid_port(id));
+    CHECK_FALSE(std::filesystem::exists(dir + "/s.sock"));
     std::filesystem::remove_all(dir);
 }
 
