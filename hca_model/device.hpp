@@ -249,6 +249,12 @@ public:
     uint32_t num_qps() const { return qps_.size(); }
     uint32_t num_srqs() const { return srqs_.size(); }
     uint32_t num_ahs() const { return ahs_.size(); }
+    // Read-only views of the tables, for resource listings (control path only).
+    const Table<PdObj>& pd_table() const { return pds_; }
+    const Table<MrObj>& mr_table() const { return mrs_; }
+    const Table<CqObj>& cq_table() const { return cqs_; }
+    const Table<QpObj>& qp_table() const { return qps_; }
+    const Table<SrqObj>& srq_table() const { return srqs_; }
 
 private:
     friend class Pd;
