@@ -48,8 +48,7 @@ void res_walk(const Device& dev, ResKind kind, const std::function<void(uint32_t
                        {"pd", u(q.pd ? q.pd->handle : 0)}, {"send_cq", u(q.send_cq ? q.send_cq->handle : 0)},
                        {"recv_cq", u(q.recv_cq ? q.recv_cq->handle : 0)}};
             if (q.srq) a.emplace_back("srq", u(q.srq->handle));
-            a.emplace_back("sq_psn", u(q.attr.sq_psn));
-            a.emplace_back("rq_psn", u(q.attr.rq_psn));
+            // (no PSNs: the device keeps the ones modify_qp set; the live ones are the transport's)
             if (q.type != QpType::ud) a.emplace_back("dest_qpn", u(q.attr.dest_qp_num));
             a.emplace_back("path_mtu", u(mtu_bytes(q.attr.path_mtu)));
             a.emplace_back("sq_used", u(q.sq.count()));

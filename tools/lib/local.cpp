@@ -27,6 +27,7 @@ public:
     Status destroy() override { return h_ ? h_.destroy() : Status::bad_handle; }
     uint32_t handle() const override { return h_.handle(); }
     hcaemu::Pd& inner() { return h_; }
+    const tools::Attached* owner() const { return at_.get(); }
 
 private:
     AttachedPtr at_;
@@ -63,6 +64,7 @@ public:
     }
     int fd() const override { return ch_.fd(); }
     hcaemu::CompChannel& inner() { return ch_; }
+    const tools::Attached* owner() const { return at_.get(); }
 
 private:
     AttachedPtr at_;
@@ -80,6 +82,7 @@ public:
     void ack_events(uint32_t n) override { h_.ack_events(n); }
     int cqe() const override { return h_.cqe(); }
     const hcaemu::Cq& native() const override { return h_; }
+    const tools::Attached* owner() const { return at_.get(); }
 
 private:
     AttachedPtr at_;
@@ -95,6 +98,7 @@ public:
     Status modify(const SrqAttr& attr, uint32_t mask) override { return h_.modify(attr, mask); }
     Status query(SrqAttr& attr) override { return h_.query(attr); }
     const hcaemu::Srq& native() const override { return h_; }
+    const tools::Attached* owner() const { return at_.get(); }
 
 private:
     AttachedPtr at_;
@@ -150,6 +154,13 @@ public:
     }
 
     std::string name() const override { return "hcaemu0"; }
+
+    // An object of this context (not of another context, local or daemon), or nullptr.
+    template <class L, class A>
+    L* mine(A* o) const {
+        auto* l = o ? dynamic_cast<L*>(o) : nullptr;
+        return l && l->owner() == at_.get() ? l : nullptr;
+    }
     const DeviceAttr& query_device() const override { return at_->dev().query_device(); }
     Status query_port(uint8_t port_num, PortAttr& out) override { return at_->dev().query_port(port_num, out); }
     Status query_gid(uint8_t port_num, int index, GidEntry& out) override {
@@ -184,7 +195,7 @@ public:
         return {Status::ok, std::make_unique<LocalPd>(at_, std::move(r.value))};
     }
     Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override {
-        auto* p = dynamic_cast<LocalPd*>(&pd);
+        auto* p = mine<LocalPd>(&pd);
         if (!p) return Result<std::unique_ptr<Mr>>::error(Status::bad_handle);
         auto r = at_->dev().reg_mr(p->inner(), addr, length, access);
         if (!r.ok()) return Result<std::unique_ptr<Mr>>::error(r.status);
@@ -196,7 +207,7 @@ public:
     Result<std::unique_ptr<Cq>> create_cq(int cqe, CompChannel* channel, uint64_t cq_context) override {
         hcaemu::CompChannel* ch = nullptr;
         if (channel) {
-            auto* c = dynamic_cast<LocalCompChannel*>(channel);
+            auto* c = mine<LocalCompChannel>(channel);
             if (!c) return Result<std::unique_ptr<Cq>>::error(Status::bad_handle);
             ch = &c->inner();
         }
@@ -206,10 +217,10 @@ public:
     }
     Result<std::unique_ptr<Qp>> create_qp(Pd& pd, QpInitAttr& init) override {
         using R = Result<std::unique_ptr<Qp>>;
-        auto* p = dynamic_cast<LocalPd*>(&pd);
-        auto* scq = init.send_cq ? dynamic_cast<LocalCq*>(init.send_cq) : nullptr;
-        auto* rcq = init.recv_cq ? dynamic_cast<LocalCq*>(init.recv_cq) : nullptr;
-        auto* srq = init.srq ? dynamic_cast<LocalSrq*>(init.srq) : nullptr;
+        auto* p = mine<LocalPd>(&pd);
+        auto* scq = mine<LocalCq>(init.send_cq);
+        auto* rcq = mine<LocalCq>(init.recv_cq);
+        auto* srq = mine<LocalSrq>(init.srq);
         if (!p || (init.send_cq && !scq) || (init.recv_cq && !rcq) || (init.srq && !srq)) return R::error(Status::bad_handle);
         hcaemu::QpInitAttr ia;
         ia.send_cq = scq ? &scq->native() : nullptr;
@@ -224,14 +235,14 @@ public:
         return {Status::ok, std::make_unique<LocalQp>(at_, std::move(r.value), init)};
     }
     Result<std::unique_ptr<Srq>> create_srq(Pd& pd, SrqAttr& attr) override {
-        auto* p = dynamic_cast<LocalPd*>(&pd);
+        auto* p = mine<LocalPd>(&pd);
         if (!p) return Result<std::unique_ptr<Srq>>::error(Status::bad_handle);
         auto r = at_->dev().create_srq(p->inner(), attr);
         if (!r.ok()) return Result<std::unique_ptr<Srq>>::error(r.status);
         return {Status::ok, std::make_unique<LocalSrq>(at_, std::move(r.value))};
     }
     Result<std::unique_ptr<Ah>> create_ah(Pd& pd, const AhAttr& attr) override {
-        auto* p = dynamic_cast<LocalPd*>(&pd);
+        auto* p = mine<LocalPd>(&pd);
         if (!p) return Result<std::unique_ptr<Ah>>::error(Status::bad_handle);
         auto r = at_->dev().create_ah(p->inner(), attr);
         if (!r.ok()) return Result<std::unique_ptr<Ah>>::error(r.status);
