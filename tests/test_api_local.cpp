@@ -168,7 +168,7 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     CHECK(rl[0].client == 0);
     CHECK(rl[0].pid == uint32_t(getpid()));
     CHECK(rl[0].comm == "test_api_local");
-    CHECK(attr(rl[0], "pd") == std::to_string(pda.value->handle()));
+    CHECK(attr(rl[0], "handle") == std::to_string(pda.value->handle()));
     CHECK(attr(rl[0], "users") == "4");  // the MR, the QP, the SRQ, the AH
     REQUIRE(a->res_list(api::ResKind::mr, rl) == Status::ok);
     REQUIRE(rl.size() == 1);
@@ -179,7 +179,7 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     CHECK(attr(rl[0], "access") == std::to_string(acc));
     REQUIRE(a->res_list(api::ResKind::cq, rl) == Status::ok);
     REQUIRE(rl.size() == 1);
-    CHECK(attr(rl[0], "cq") == std::to_string(cqa.value->handle()));
+    CHECK(attr(rl[0], "handle") == std::to_string(cqa.value->handle()));
     CHECK(attr(rl[0], "cqe") == std::to_string(cqa.value->cqe()));
     CHECK(attr(rl[0], "qps") == "1");
     CHECK(attr(rl[0], "channel") == "no");
@@ -189,6 +189,7 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     CHECK(attr(rl[0], "used") == "0");
     REQUIRE(a->res_list(api::ResKind::qp, rl) == Status::ok);
     REQUIRE(rl.size() == 1);
+    CHECK(attr(rl[0], "handle") == std::to_string(qpa.value->handle()));
     CHECK(attr(rl[0], "qpn") == std::to_string(qpa.value->qpn()));
     CHECK(attr(rl[0], "type") == "RC");
     CHECK(attr(rl[0], "state") == "RESET");

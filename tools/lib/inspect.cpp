@@ -25,26 +25,26 @@ void res_walk(const Device& dev, ResKind kind, const std::function<void(uint32_t
     switch (kind) {
     case ResKind::pd:
         dev.pd_table().for_each([&](uint32_t, const PdObj& p) {
-            f(p.handle, {{"pd", u(p.handle)}, {"users", u(p.users)}});
+            f(p.handle, {{"handle", u(p.handle)}, {"users", u(p.users)}});
         });
         break;
     case ResKind::mr:
         dev.mr_table().for_each([&](uint32_t, const MrObj& m) {
-            f(m.handle, {{"mr", u(m.handle)}, {"pd", u(m.pd ? m.pd->handle : 0)}, {"lkey", u(m.lkey)},
+            f(m.handle, {{"handle", u(m.handle)}, {"pd", u(m.pd ? m.pd->handle : 0)}, {"lkey", u(m.lkey)},
                          {"rkey", u(m.rkey)}, {"iova", u(m.iova)}, {"length", u(m.length)},
                          {"access", u(m.access)}, {"pins", u(m.pins)}});
         });
         break;
     case ResKind::cq:
         dev.cq_table().for_each([&](uint32_t, const CqObj& c) {
-            f(c.handle, {{"cq", u(c.handle)}, {"cqe", u(c.ring.cap())}, {"used", u(c.ring.count())},
+            f(c.handle, {{"handle", u(c.handle)}, {"cqe", u(c.ring.cap())}, {"used", u(c.ring.count())},
                          {"qps", u(c.qps.size())}, {"arm", arm_name(c.arm)}, {"channel", c.channel ? "yes" : "no"},
                          {"overflowed", c.overflowed ? "yes" : "no"}});
         });
         break;
     case ResKind::qp:
         dev.qp_table().for_each([&](uint32_t, const QpObj& q) {
-            ResAttrs a{{"qpn", u(q.qpn)}, {"type", name(q.type)}, {"state", name(q.state())},
+            ResAttrs a{{"handle", u(q.handle)}, {"qpn", u(q.qpn)}, {"type", name(q.type)}, {"state", name(q.state())},
                        {"pd", u(q.pd ? q.pd->handle : 0)}, {"send_cq", u(q.send_cq ? q.send_cq->handle : 0)},
                        {"recv_cq", u(q.recv_cq ? q.recv_cq->handle : 0)}};
             if (q.srq) a.emplace_back("srq", u(q.srq->handle));
@@ -62,7 +62,7 @@ void res_walk(const Device& dev, ResKind kind, const std::function<void(uint32_t
         break;
     case ResKind::srq:
         dev.srq_table().for_each([&](uint32_t, const SrqObj& s) {
-            f(s.handle, {{"srq", u(s.handle)}, {"pd", u(s.pd ? s.pd->handle : 0)}, {"max_wr", u(s.attr.max_wr)},
+            f(s.handle, {{"handle", u(s.handle)}, {"pd", u(s.pd ? s.pd->handle : 0)}, {"max_wr", u(s.attr.max_wr)},
                          {"max_sge", u(s.attr.max_sge)}, {"limit", u(s.attr.srq_limit)}, {"used", u(s.rq.count())},
                          {"qps", u(s.users)}});
         });
