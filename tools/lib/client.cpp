@@ -460,13 +460,15 @@ class CqImpl final : public Cq {
 public:
     CqImpl(ConnPtr c, uint32_t h, int cqe) : c_(std::move(c)), h_(h), cqe_(cqe), native_(nullptr, h) {}
     ~CqImpl() override { (void)destroy(); }
+    // Maps the ring of a create or resize reply. After a resize the daemon writes nothing more into
+    // the old ring: poll() drains it up to its prod (oldest ring first), then unmaps it.
     bool attach(int fd, uint64_t bytes, int cqe) {
-        Mapping m;
+        auto m = std::make_unique<Mapping>();
         ring::View v;
-        if (!m.map(fd, bytes) || !ring::attach(v, m.p, m.n, shm::RingKind::cq, uint32_t(std::max(cqe, 1)), sizeof(shm::Cqe)))
+        if (!m->map(fd, bytes) || !ring::attach(v, m->p, m->n, shm::RingKind::cq, uint32_t(std::max(cqe, 1)), sizeof(shm::Cqe)))
             return false;
-        std::swap(map_.p, m.p);
-        std::swap(map_.n, m.n);  // the old ring (if any) unmapped by m
+        if (ring_.hdr) old_.push_back({std::move(map_), ring_});
+        map_ = std::move(m);
         ring_ = v;
         cqe_ = cqe;
         return true;
@@ -479,11 +481,21 @@ public:
             h_ = 0;
             ring_ = {};
             map_.reset();
+            old_.clear();
         }
         return s;
     }
     uint32_t handle() const override { return h_; }
-    int poll(std::span<Wc> wc) override { return ring_.hdr ? ring::poll_cq(ring_, wc) : 0; }
+    int poll(std::span<Wc> wc) override {
+        int n = 0;
+        while (!old_.empty()) {
+            ring::View& v = old_.front().v;
+            n += ring::poll_cq(v, wc.subspan(size_t(n)));
+            if (v.hdr->cons.load(std::memory_order_relaxed) != v.hdr->prod.load(std::memory_order_acquire)) return n;
+            old_.erase(old_.begin());  // drained: unmapped
+        }
+        return ring_.hdr ? n + ring::poll_cq(ring_, wc.subspan(size_t(n))) : n;
+    }
     Status req_notify(bool solicited_only) override {
         if (!h_) return Status::bad_handle;
         return call0(*c_, ctl::Op::req_notify_cq, ctl::NotifyReq{h_, uint8_t(solicited_only), {}});
@@ -494,7 +506,6 @@ public:
         int fd = -1;
         const Status s = call2(*c_, ctl::Op::resize_cq, ctl::ResizeCqReq{h_, cqe}, rep, -1, &fd);
         if (s != Status::ok) return s;
-        // The daemon retired the old ring; what it held is in the new one.
         if (!attach(fd, rep.ring_bytes, rep.cqe)) return Status::invalid_argument;
         return Status::ok;
     }
@@ -508,8 +519,13 @@ private:
     int cqe_;
     uint32_t acked_ = 0;
     hcaemu::Cq native_;
-    Mapping map_;
+    struct Old {
+        std::unique_ptr<Mapping> m;
+        ring::View v;
+    };
+    std::unique_ptr<Mapping> map_;
     ring::View ring_;
+    std::vector<Old> old_;
 };
 
 class SrqImpl final : public Srq {
