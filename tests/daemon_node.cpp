@@ -193,7 +193,8 @@ Info my_info(const Node& n) {
 void connect(Node& n, const Info& peer, uint8_t timeout = 14, uint8_t retry_cnt = 7) {
     std::string err;
     const Gid pg = gid_from(peer.at("gid"));
-    check(n.ctx->resolve(pg, 5000, err), "resolve the peer: " + err);
+    const bool resolved = n.ctx->resolve(pg, 5000, err);
+    check(resolved, "resolve the peer: " + err);
     QpAttr a;
     a.qp_state = QpState::init;
     a.port_num = 1;
@@ -264,11 +265,16 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     const uint64_t cs0 = 0x1111000000000000ull + me, fa0 = 1000 + me;
     std::memcpy(m + lay::cs, &cs0, 8);
     std::memcpy(m + lay::fa, &fa0, 8);
-    post_recv(n, 100, lay::recv_dst, 4096);
+    // A receive in RESET is refused (verbs); in INIT and later it is taken.
+    Sge s0{uintptr_t(m) + lay::recv_dst, 4096, n.mr->lkey()};
+    RecvWr r0{100, nullptr, &s0, 1};
+    const RecvWr* bad_r = nullptr;
+    check(n.qp->post_recv(&r0, &bad_r) == Status::bad_qp_state && bad_r == &r0, "post_recv in RESET refused, bad_wr set");
     check_st(n.rcq->req_notify(false), "req_notify");
     publish(dir, std::string("info.") + role, my_info(n));
     const Info peer = wait_info(dir, std::string("info.") + peer_role);
     connect(n, peer);
+    post_recv(n, 100, lay::recv_dst, 4096);
     publish(dir, std::string("ready.") + role, {});
     wait_info(dir, std::string("ready.") + peer_role);
 
@@ -523,10 +529,10 @@ int run_stream(const std::string& sock, const std::string& dir, char role) {
     if (role == 'b') {
         setup(n, sock, kStreamSize);
         publish(dir, "pid.b", {{"pid", std::to_string(::getpid())}});
-        for (int i = 0; i < 8; ++i) post_recv(n, 1000 + uint64_t(i), 4 * kChunk + uint64_t(i) * 64, 64);
         const Info a = wait_info(dir, "info.a");
         publish(dir, "info.b", my_info(n));
         connect(n, a, 10, 2);  // 4.096 us * 2^10 = 4 ms ACK timeout, 2 retries: a vanished peer is seen fast
+        for (int i = 0; i < 8; ++i) post_recv(n, 1000 + uint64_t(i), 4 * kChunk + uint64_t(i) * 64, 64);
         // Receive until the test says a is dead; repost every receive taken.
         Wc wc[16];
         uint64_t recvs = 0;
@@ -569,10 +575,10 @@ int run_stream(const std::string& sock, const std::string& dir, char role) {
         make_qp(n);
         n.psn = 0x900;
         std::memset(n.buf.data, 0, kStreamSize);
-        post_recv(n, 500, 4 * kChunk, 64);
         publish(dir, "info.b2", my_info(n));
         const Info c = wait_info(dir, "info.c");
         connect(n, c);
+        post_recv(n, 500, 4 * kChunk, 64);
         publish(dir, "ready.b2", {});
         poll_n(*n.rcq, wc, 1, "b: c's SEND");
         expect_wc(wc[0], 500, WcStatus::success, WcOpcode::recv, 64, "b: c's SEND");
