@@ -12,6 +12,8 @@
 //   daemon_node stream  SOCK DIR a|b|c a streams WRITE+SEND to b until killed; then b sees its peer
 //                                       gone (retry exceeded), recreates its QP and takes a fresh
 //                                       transfer from c, byte-exact
+//   daemon_node ud      SOCK DIR a|b   UD SENDs (one inline) through an AH: GRH, src_qp, payload
+//   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
 //   daemon_node res     SOCK           prints every object (`res KIND client pid comm k=v ...`) and
 //                                       the device counters (`stat NAME VALUE`)
 #include <unistd.h>
@@ -236,7 +238,7 @@ void post_recv(Node& n, uint64_t wr_id, uint64_t off, uint32_t len) {
 }
 
 void teardown(Node& n) {
-    check_st(n.qp->destroy(), "destroy_qp");
+    if (n.qp->handle()) check_st(n.qp->destroy(), "destroy_qp");
     check_st(n.scq->destroy(), "destroy_cq (send)");
     check_st(n.rcq->destroy(), "destroy_cq (recv)");
     check_st(n.mr->destroy(), "dereg_mr");
@@ -312,6 +314,10 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     CqEvent none;
     check(!n.ch->get_cq_event(none), "a second event without a new req_notify");
 
+    // The receive CQE is in the ring; a resize now must not lose it (the old ring drains first).
+    const int cqe0 = n.rcq->cqe();
+    check_st(n.rcq->resize(256), "resize_cq");
+    check(n.rcq->cqe() >= 256 && n.rcq->cqe() != cqe0, "cqe() after resize: " + std::to_string(n.rcq->cqe()));
     Wc wc[5];
     poll_n(*n.rcq, wc, 1, "receive CQ");
     expect_wc(wc[0], 100, WcStatus::success, WcOpcode::recv, kLen, "the SEND received");
@@ -571,14 +577,37 @@ int run_stream(const std::string& sock, const std::string& dir, char role) {
         }
         check(flushed == 8, "b: " + std::to_string(flushed) + " of 8 receives flushed");
         // Start again with a new QP and a new peer, c.
+        // The new QP takes its receives from an SRQ.
         check_st(n.qp->destroy(), "b: destroy the old QP");
-        make_qp(n);
+        SrqAttr sa{8, 1, 0};
+        auto srq = n.ctx->create_srq(*n.pd, sa);
+        check_st(srq.status, "b: create_srq");
+        check(sa.max_wr >= 8, "b: SRQ granted max_wr");
+        SrqAttr qa;
+        check_st(srq.value->query(qa), "b: query_srq");
+        check(qa.max_wr == sa.max_wr && qa.max_sge == sa.max_sge, "b: query_srq as granted");
+        api::QpInitAttr init;
+        init.send_cq = n.scq.get();
+        init.recv_cq = n.rcq.get();
+        init.srq = srq.value.get();
+        init.cap.max_send_wr = 16;
+        init.cap.max_send_sge = 1;
+        auto q2 = n.ctx->create_qp(*n.pd, init);
+        check_st(q2.status, "b: create_qp with an SRQ");
+        n.qp = std::move(q2.value);
         n.psn = 0x900;
         std::memset(n.buf.data, 0, kStreamSize);
         publish(dir, "info.b2", my_info(n));
         const Info c = wait_info(dir, "info.c");
         connect(n, c);
-        post_recv(n, 500, 4 * kChunk, 64);
+        {
+            Sge rs{uintptr_t(n.buf.data) + 4 * kChunk, 64, n.mr->lkey()};
+            RecvWr r{500, nullptr, &rs, 1};
+            const RecvWr* bad_r = nullptr;
+            check(n.qp->post_recv(&r, &bad_r) == Status::invalid_argument, "b: post_recv on an SRQ QP refused");
+            check_st(srq.value->post_recv(&r, &bad_r), "b: post_srq_recv");
+            check(bad_r == nullptr, "b: post_srq_recv bad_wr");
+        }
         publish(dir, "ready.b2", {});
         poll_n(*n.rcq, wc, 1, "b: c's SEND");
         expect_wc(wc[0], 500, WcStatus::success, WcOpcode::recv, 64, "b: c's SEND");
@@ -586,8 +615,10 @@ int run_stream(const std::string& sock, const std::string& dir, char role) {
         expect_pattern(n.buf.data + 4 * kChunk, 64, 19, "c's SEND into b");
         check(n.buf.data[kChunk] == 0, "c's WRITE past its length");
         publish(dir, "done.b2", {});
+        check_st(n.qp->destroy(), "b: destroy the SRQ QP");
+        check_st(srq.value->destroy(), "b: destroy_srq");
         teardown(n);
-        std::printf("OK stream b\n");
+        std::printf("OK stream b (%" PRIu64 " receives before a was killed)\n", recvs);
         return 0;
     }
     setup(n, sock, kStreamSize);  // c
@@ -620,6 +651,127 @@ int run_stream(const std::string& sock, const std::string& dir, char role) {
     return 0;
 }
 
+// ---- ud: SENDs through address handles ----
+constexpr uint32_t kGrh = 40;  // a UD receive's GRH (IBTA 11.4.1.1)
+constexpr uint32_t kQkey = 0x11111111;
+
+void ud_connect(Node& n) {
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    a.qkey = kQkey;
+    check_st(n.qp->modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::qkey).status, "UD to INIT");
+    a.qp_state = QpState::rtr;
+    check_st(n.qp->modify(a, qp_attr::state).status, "UD to RTR");
+    a.qp_state = QpState::rts;
+    a.sq_psn = n.psn;
+    check_st(n.qp->modify(a, qp_attr::state | qp_attr::sq_psn).status, "UD to RTS");
+}
+
+int run_ud(const std::string& sock, const std::string& dir, char role) {
+    Node n;
+    n.psn = role == 'a' ? 0x10 : 0x20;
+    open_ctx(n, sock);
+    auto b = n.ctx->alloc_buffer(8192);
+    check_st(b.status, "alloc_buffer");
+    n.buf = b.value;
+    n.pd = std::move(n.ctx->alloc_pd().value);
+    check(n.pd != nullptr, "alloc_pd");
+    auto mr = n.ctx->reg_mr(*n.pd, n.buf.data, 8192, access::local_write);
+    check_st(mr.status, "reg_mr");
+    n.mr = std::move(mr.value);
+    n.scq = std::move(n.ctx->create_cq(16).value);
+    n.rcq = std::move(n.ctx->create_cq(16).value);
+    check(n.scq && n.rcq, "create_cq");
+    api::QpInitAttr init;
+    init.send_cq = n.scq.get();
+    init.recv_cq = n.rcq.get();
+    init.qp_type = QpType::ud;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+    init.cap.max_inline_data = 64;
+    auto q = n.ctx->create_qp(*n.pd, init);
+    check_st(q.status, "create_qp UD");
+    check(init.cap.max_inline_data >= 64, "UD inline granted");
+    n.qp = std::move(q.value);
+    ud_connect(n);
+    if (role == 'b') {
+        for (uint64_t i = 0; i < 2; ++i) post_recv(n, 200 + i, 1024 * i, 1024);
+        publish(dir, "info.b", my_info(n));
+        Wc wc[2];
+        poll_n(*n.rcq, wc, 2, "b: UD receives");
+        const Info a = wait_info(dir, "info.a");
+        for (int i = 0; i < 2; ++i) {
+            const uint32_t len = i == 0 ? 500 : 48;
+            expect_wc(wc[i], 200 + uint64_t(i), WcStatus::success, WcOpcode::recv, len + kGrh, "b: UD receive");
+            check(wc[i].src_qp == num(a, "qpn"), "b: UD src_qp is a's QPN");
+            check(wc[i].wc_flags & wc_flag::grh, "b: UD CQE has the GRH flag");
+            check(wc[i].sgid == gid_from(a.at("gid")), "b: UD CQE names a's GID");
+            expect_pattern(n.buf.data + 1024 * i + kGrh, len, 40 + uint32_t(i), "b: UD payload");
+        }
+        publish(dir, "done.b", {});
+        teardown(n);
+        std::printf("OK ud b\n");
+        return 0;
+    }
+    fill(n.buf.data, 500, 40);
+    fill(n.buf.data + 1024, 48, 41);
+    publish(dir, "info.a", my_info(n));
+    const Info bi = wait_info(dir, "info.b");
+    AhAttr aa;
+    aa.dgid = gid_from(bi.at("gid"));
+    aa.sgid_index = uint8_t(n.ctx->gid_index());
+    auto ah = n.ctx->create_ah(*n.pd, aa);
+    check_st(ah.status, "create_ah");
+    Sge s1{uintptr_t(n.buf.data), 500, n.mr->lkey()}, s2{uintptr_t(n.buf.data) + 1024, 48, 0};
+    SendWr w[2];
+    for (int i = 0; i < 2; ++i) {
+        w[i].wr_id = 300 + uint64_t(i);
+        w[i].num_sge = 1;
+        w[i].send_flags = send_flag::signaled;
+        w[i].ud = {ah.value->native(), uint32_t(num(bi, "qpn")), kQkey};
+    }
+    w[0].sg_list = &s1;
+    w[1].sg_list = &s2;
+    w[1].send_flags |= send_flag::inline_;  // copied at post: the buffer is changed right after
+    w[0].next = &w[1];
+    SendWr noah = w[0];
+    noah.next = nullptr;
+    noah.ud.ah = nullptr;
+    const SendWr* bad = nullptr;
+    check(n.qp->post_send(&noah, &bad) == Status::no_ah && bad == &noah, "UD send without an AH refused");
+    check_st(n.qp->post_send(w, &bad), "a: UD post_send");
+    std::memset(n.buf.data + 1024, 0, 48);
+    Wc wc[2];
+    poll_n(*n.scq, wc, 2, "a: UD send CQ");
+    expect_wc(wc[0], 300, WcStatus::success, WcOpcode::send, 500, "a: UD SEND");
+    expect_wc(wc[1], 301, WcStatus::success, WcOpcode::send, 48, "a: UD SEND inline");
+    wait_info(dir, "done.b");
+    check_st(ah.value->destroy(), "destroy_ah");
+    teardown(n);
+    std::printf("OK ud a\n");
+    return 0;
+}
+
+// ---- hold: a client present when the daemon stops ----
+int run_hold(const std::string& sock, const std::string& dir) {
+    Node n;
+    setup(n, sock, 4096);
+    publish(dir, "held", {});
+    const auto end = Clock::now() + std::chrono::seconds(30);
+    while (n.ctx->alive()) {
+        check(Clock::now() < end, "hold: the daemon's shutdown never reached us");
+        n.ctx->poll();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // After the shutdown event every call fails with a typed Status, without a hang.
+    auto pd = n.ctx->alloc_pd();
+    check(pd.status == Status::bad_handle, std::string("alloc_pd after shutdown: ") + name(pd.status));
+    Wc wc[4];
+    check(n.scq->poll(wc) == 0, "hold: no completion");
+    std::printf("OK hold\n");
+    return 0;
+}
+
 int run_res(const std::string& sock) {
     Node n;
     open_ctx(n, sock);
@@ -645,14 +797,16 @@ int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "res" && argc == 3) return run_res(argv[2]);
+    if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
     if (argc != 5 || std::strlen(argv[4]) != 1) {
-        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream SOCK DIR ROLE | res SOCK\n");
+        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | res SOCK\n");
         return 2;
     }
     const char role = argv[4][0];
     if (mode == "pair" && (role == 'a' || role == 'b')) return run_pair(argv[2], argv[3], role);
     if (mode == "refuse" && (role == 'a' || role == 'b')) return run_refuse(argv[2], argv[3], role);
     if (mode == "stream" && (role == 'a' || role == 'b' || role == 'c')) return run_stream(argv[2], argv[3], role);
+    if (mode == "ud" && (role == 'a' || role == 'b')) return run_ud(argv[2], argv[3], role);
     std::fprintf(stderr, "daemon_node: unknown mode/role\n");
     return 2;
 }

@@ -7,8 +7,10 @@ for its own address back, so that two clients' QPs connect to each other:
   refuse  a client names another's PD/CQ (bad_handle), uses its lkey (local protection error) and
           an rkey of its MR on another PD (remote access error); the owner's memory unchanged
   stream  a client SIGKILLed mid-transfer: its objects gone from res_list, its peer sees retry
-          exceeded, recreates its QP and takes a byte-exact transfer from a new client
-then SIGTERM: exit 0 and the socket removed. Each part is bounded (60 s)."""
+          exceeded, recreates its QP (on an SRQ) and takes a byte-exact transfer from a new client
+  ud      UD SENDs through an AH (one inline): GRH, src_qp, payload byte-exact
+then SIGTERM with a client holding objects: the client sees alive() false and typed failures;
+the daemon exits 0 and removes its socket. Each part is bounded (60 s)."""
 import argparse
 import os
 import shutil
@@ -154,9 +156,25 @@ def main():
         else:
             nodes.finish(sa, expect_ok=False)
 
-        # ---- SIGTERM ----
+        # ---- ud ----
+        d = os.path.join(tmp, 'ud')
+        os.mkdir(d)
+        ua, ub = nodes.start('ud', d, 'a'), nodes.start('ud', d, 'b')
+        nodes.finish(ua)
+        nodes.finish(ub)
+
+        # ---- SIGTERM, with a client holding objects ----
         check(daemon.poll() is None, 'hcaemud still running after every client')
+        d = os.path.join(tmp, 'hold')
+        os.mkdir(d)
+        hold = subprocess.Popen([a.node, 'hold', sock, d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        hold.tag = 'hold'
+        nodes.procs.append(hold)
+        check(wait_for(lambda: os.path.exists(os.path.join(d, 'held')) or hold.poll() is not None, LIMIT),
+              'hold: the client holds its objects')
         daemon.send_signal(signal.SIGTERM)
+        out = nodes.finish(hold, expect_ok=False)
+        check(hold.returncode == 0 and 'OK hold' in out, 'hold: the client saw the shutdown and its calls fail typed')
         try:
             out, _ = daemon.communicate(timeout=20)
         except subprocess.TimeoutExpired:
