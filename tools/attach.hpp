@@ -62,7 +62,7 @@ public:
     Device& dev() { return *dev_; }
     transport::Hca& hca() { return *hca_; }
     port::NetPort& net() { return *net_; }
-    port::DpdkPort& dpdk() { return *dpdk_; }
+    port::DpdkPort& dpdk() { return *dpdk_; }  // link statistics (hcaemud's counters)
     const pkt::Ip6& gid() const { return ip_.gid; }  // our address as a GID
     int gid_index() const { return gid_index_; }       // its index in the GID table
     uint64_t now_ns() const { return clock_.now_ns(); }
