@@ -108,6 +108,63 @@ def start_daemon(d, sock, extra=(), name="p"):
     return p, log
 
 
+def wait_event(c, op, timeout=5):
+    """The first event `op` the client has or gets within `timeout` s (events arrive between replies)."""
+    deadline = time.time() + timeout
+    while True:
+        for i, (o, body) in enumerate(c.events):
+            if o == op:
+                del c.events[i]
+                return body
+        left = deadline - time.time()
+        if left <= 0:
+            return None
+        c.s.settimeout(left)
+        try:
+            msg = c.s.recv(20000)
+        except socket.timeout:
+            return None
+        finally:
+            c.s.settimeout(10)
+        o = struct.unpack_from("<H", msg, 6)[0]
+        c.events.append((o, msg[16:]))
+
+
+def post_send(ring, n, wr_id, opcode, sges, esz=144, flags=2, **kw):
+    """SEND WQE n (SendWqe then Sge) into an SQ ring mapped at offset 0, then the doorbell."""
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    off = 256 + (n % cap) * esz
+    ring[off:off + esz] = bytes(esz)
+    struct.pack_into("<QB3xIIIIIQII", ring, off, wr_id, opcode, flags, len(sges), 0, kw.get("imm", 0), 0,
+                     kw.get("raddr", 0), kw.get("rkey", 0), kw.get("ah", 0))
+    struct.pack_into("<II", ring, off + 64, kw.get("rqpn", 0), kw.get("qkey", 0))
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 80 + 16 * i, addr, ln, key)
+    struct.pack_into("<Q", ring, 64, n + 1)
+
+
+def post_recv(ring, base, n, wr_id, sges, esz=48):
+    cap = struct.unpack_from("<I", ring, base + 8)[0]
+    off = base + 256 + (n % cap) * esz
+    struct.pack_into("<QII", ring, off, wr_id, len(sges), 0)
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 16 + 16 * i, addr, ln, key)
+    struct.pack_into("<Q", ring, base + 64, n + 1)
+
+
+def wait_cqes(ring, want, timeout=5):
+    deadline = time.time() + timeout
+    while struct.unpack_from("<Q", ring, 64)[0] < want and time.time() < deadline:
+        time.sleep(0.005)
+    return struct.unpack_from("<Q", ring, 64)[0]
+
+
+def cqe(ring, n):
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    wr_id, status, opcode, _, _, _, byte_len, imm, qp_num, src_qp = struct.unpack_from("<QBBBBIIIII", ring, 256 + 64 * (n % cap))
+    return dict(wr_id=wr_id, status=status, opcode=opcode, byte_len=byte_len, qp_num=qp_num, src_qp=src_qp)
+
+
 def memfd(size, seal=True):
     fd = os.memfd_create("buf", os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, size)
@@ -289,6 +346,80 @@ def main():
         check(struct.unpack_from("<Q", sa.sq_ring, 128)[0] == 1, "SQ cons published")
         struct.pack_into("<Q", sa.cq_ring, 128, prod)  # CQ cons: taken
 
+        # ---- a completion event: armed CQ, then a SEND; the event follows the CQEs
+        h, _, _ = a.req("req_notify_cq", struct.pack("<IB3x", sa.cq, 0))
+        check(h["status"] == 0, "req_notify_cq")
+        sa.buf[100:110] = b"0123456789"
+        post_recv(ring2, 4096, 1, 78, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 1, 56, 2, [(sa.iova + 100, 10, sa.lkey)])
+        ev = wait_event(a, EV_CQ)
+        check(ev is not None and struct.unpack_from("<IIQ", ev) == (sa.cq, 0, 0xC0FFEE), f"cq_event: {ev}")
+        check(struct.unpack_from("<Q", sa.cq_ring, 64)[0] >= 3, "the CQE is in the ring before its event")
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SEND 2 completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["byte_len"], got[1]["qp_num"]) == (56, 0, 78, 10, qpn2),
+              f"SEND 2 CQEs {got}")
+        check(bytes(sa.buf[5000:5010]) == b"0123456789", "SEND 2 bytes")
+        prod += 2
+        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+
+        # ---- resize: a new ring, the next CQEs land there
+        h, b, f = a.req("resize_cq", struct.pack("<Ii", sa.cq, 128))
+        check(h["status"] == 0 and len(f) == 1 and struct.unpack_from("<IiQ", b) == (sa.cq, 128, 12288), f"resize_cq {h} {b.hex()}")
+        new_ring = mmap.mmap(f[0], 12288)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", new_ring) == (0x474E4952, 4, 128, 64), "resized ring header")
+        post_recv(ring2, 4096, 2, 79, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 2, 57, 2, [(sa.iova + 100, 3, sa.lkey)])
+        check(wait_cqes(new_ring, 2) == 2, "CQEs in the resized ring")
+        check(sorted(cqe(new_ring, i)["wr_id"] for i in range(2)) == [57, 79], "resized ring CQEs")
+        struct.pack_into("<Q", new_ring, 128, 2)
+        sa.cq_ring = new_ring
+        prod = 2
+
+        # ---- an SRQ: its ring, a QP on it, a SEND into it
+        h, b, f = a.req("create_srq", struct.pack("<II3I", sa.pd, 0, 8, 1, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_srq {h}")
+        srq, _, mw, ms, lim, srq_bytes = struct.unpack_from("<II3I4xQ", b)
+        check((mw, ms, lim, srq_bytes) == (8, 1, 0, 4096), f"create_srq reply {(mw, ms, lim, srq_bytes)}")
+        srq_ring = mmap.mmap(f[0], srq_bytes)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", srq_ring) == (0x474E4952, 3, 8, 32), "SRQ ring header")
+        h, b, f = a.req("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, srq, 4, 0, 1, 1, 0, 2, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_qp on SRQ {h}")
+        qs, qpns = struct.unpack_from("<II", b)
+        check(struct.unpack_from("<QQQ", b, 32) == (0, 0, 4096), "SRQ QP: no RQ ring")
+        os.close(f[0])
+        qt, qpnt, ring_t, _ = sa.make_qp()
+        to_rts(a, qs, qpnt)
+        to_rts(a, qt, qpns)
+        post_recv(srq_ring, 0, 0, 90, [(sa.iova + 6000, 64, sa.lkey)], esz=32)
+        post_send(ring_t, 0, 91, 2, [(sa.iova, 16, sa.lkey)])
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SRQ SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["qp_num"]) == (90, 0, 91, 0, qpnt)
+              or (got[0]["wr_id"], got[0]["qp_num"], got[1]["wr_id"]) == (90, qpns, 91), f"SRQ CQEs {got}")
+        check(bytes(sa.buf[6000:6016]) == bytes(range(16)), "SRQ receive bytes")
+        check(struct.unpack_from("<Q", srq_ring, 128)[0] == 1, "SRQ cons published")
+        prod += 2
+        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+        h, b, _ = a.req("query_srq", struct.pack("<II", srq, 0))
+        check(struct.unpack_from("<3I", b) == (8, 1, 0), "query_srq")
+        h, _, _ = a.req("modify_srq", struct.pack("<II3I", srq, 2, 0, 0, 4))
+        check(h["status"] == 0, "modify_srq limit")
+        h, _, _ = a.req("destroy_srq", struct.pack("<II", srq, 0))
+        check(h["status"] == ST["busy"], "destroy_srq while a QP uses it: busy")
+        for op, hd in [("destroy_qp", qs), ("destroy_qp", qt), ("destroy_srq", srq)]:
+            h, _, _ = a.req(op, struct.pack("<II", hd, 0))
+            check(h["status"] == 0, f"{op}")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        check(h["status"] == 0, "create_ah")
+        ah = struct.unpack_from("<I", b)[0]
+        h, _, _ = a.req("destroy_ah", struct.pack("<II", ah, 0))
+        check(h["status"] == 0, "destroy_ah")
+        h, b, _ = a.req("resolve", GID)
+        check(h["status"] == 0 and b[0] == 0, f"resolve our own GID: resolved {b.hex()}")
+
         # ---- fuzz: framing
         b0 = Client(sock, hello=False)
         expect_error(b0, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "no_hello", "request before hello")
@@ -392,12 +523,25 @@ def main():
         check(h["status"] == ST["bad_handle"], "QP on a foreign CQ")
         sent_bad_handles += 1
 
+        # the other client's SEND naming the first one's lkey: refused (IBV_WC_LOC_PROT_ERR), QP to ERR
+        sb = Setup(bc)
+        qb2, qpnb2, _, _ = sb.make_qp()
+        to_rts(bc, sb.qp, qpnb2)
+        to_rts(bc, qb2, sb.qpn)
+        post_send(sb.sq_ring, 0, 66, 2, [(sa.iova, 8, sa.lkey)])
+        check(wait_cqes(sb.cq_ring, 1) == 1 and (cqe(sb.cq_ring, 0)["wr_id"], cqe(sb.cq_ring, 0)["status"]) == (66, 4),
+              f"foreign lkey: LOC_PROT_ERR {cqe(sb.cq_ring, 0)}")
+        check(query_state(bc, sb.qp) == 6, "foreign lkey: QP in ERR")
+        sent_bad_wqes = 1
+
         # ---- hostile rings: prod far beyond cap; a garbage WQE
         struct.pack_into("<Q", ring2, 64, 1000)
         deadline = time.time() + 5
         while query_state(a, q2) != 6 and time.time() < deadline:
             time.sleep(0.01)
         check(query_state(a, q2) == 6, "hostile SQ prod: QP in ERR")
+        ev = wait_event(a, EV_ASYNC)
+        check(ev is not None and struct.unpack_from("<B3xI", ev) == (1, qpn2), f"async event QP_FATAL for QPN {qpn2}: {ev}")
         check(struct.unpack_from("<I", ring2, 192)[0] & 2, "hostile SQ prod: kRingError set")
         q3, qpn3, ring3, _ = sa.make_qp()
         to_rts(a, q3, sa.qpn)
@@ -432,7 +576,7 @@ def main():
                 continue
             check(dc.get("err_" + k) == v, f"daemon counter err_{k}: {dc.get('err_' + k)} != {v}")
         check(dc["bad_handle"] == sent_bad_handles, f"bad_handle {dc['bad_handle']} != {sent_bad_handles}")
-        check(dc["rings_in_error"] == 1 and dc["bad_wqes"] == 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
+        check(dc["rings_in_error"] == 1 and dc["bad_wqes"] == 2, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
         check(dc["clients_total"] == 4 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
         print("daemon counters:", {k: v for k, v in dc.items() if v}, flush=True)
         dev = counters(fc, 0)
