@@ -613,9 +613,20 @@ def main():
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stale.bind(s2)
         stale.close()
-        p2, log2 = start_daemon(d, s2, name="q")
+        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
         log2.seek(0)
         check("removed the stale socket" in log2.read() and p2.poll() is None, "stale socket removed")
+        one = Client(s2)
+        two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        two.settimeout(5)
+        two.connect(s2)
+        check(two.recv(100) == b"", "--max-clients 1: the second client is closed")
+        two.close()
+        for i in range(2):
+            check(one.req("alloc_pd")[0]["status"] == 0, f"--max-objects 2: PD {i}")
+        h, _, _ = one.req("alloc_pd")
+        check((h["status"], h["error"]) == (ST["no_resources"], ERR["limit"]), f"--max-objects 2: third PD {h}")
+        one.close()
         p2.send_signal(signal.SIGINT)
         check(p2.wait(timeout=20) == 0 and not os.path.exists(s2), "SIGINT: exit 0, socket gone")
 
@@ -636,6 +647,11 @@ def main():
         check(got is not None and len(got) == 24, "SIGTERM: Ev::shutdown received")
         check(p.wait(timeout=20) == 0, "SIGTERM: exit 0")
         check(not os.path.exists(sock), "SIGTERM: socket removed")
+        for lg in (log, log2):
+            lg.seek(0)
+            text = lg.read()
+            check(not any(w in text for w in ("runtime error", "AddressSanitizer", "LeakSanitizer")),
+                  "no sanitizer report in the daemon's log")
     finally:
         if p.poll() is None:
             p.kill()
@@ -643,6 +659,9 @@ def main():
         log.seek(0)
         if failures:
             print("---- daemon log\n" + log.read()[-3000:])
+    if not failures:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

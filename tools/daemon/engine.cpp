@@ -183,11 +183,12 @@ void Engine::run() {
             work = 1;
         }
         // Back-off when idle, so that daemons and clients share a small machine: after 1024 empty
-        // turns, sleep 50 us per turn until there is work again.
+        // turns, sleep 50 us per turn; after 20000 (a second or more), 500 us; busy-poll again at
+        // the first work.
         if (work) {
             idle = 0;
         } else if (++idle > 1024) {
-            const timespec ts{0, 50'000};
+            const timespec ts{0, idle > 20000 ? 500'000 : 50'000};
             nanosleep(&ts, nullptr);
         }
     }
