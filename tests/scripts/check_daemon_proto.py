@@ -265,8 +265,8 @@ class Setup:
         os.close(f[0])
         self.qp, self.qpn, self.sq_ring, self.rq_ring = self.make_qp()
 
-    def make_qp(self, srq=0):
-        req = struct.pack("<IIII5IBB2x", self.pd, self.cq, self.cq, srq, 16, 16, 2, 2, 64, 2, 0)
+    def make_qp(self, srq=0, qp_type=2):
+        req = struct.pack("<IIII5IBB2x", self.pd, self.cq, self.cq, srq, 16, 16, 2, 2, 64, qp_type, 0)
         h, b, f = self.c.req("create_qp", req)
         check(h["status"] == 0 and len(f) == 1, f"create_qp {h}")
         handle, qpn = struct.unpack_from("<II", b)
@@ -534,6 +534,37 @@ def main():
         check(query_state(bc, sb.qp) == 6, "foreign lkey: QP in ERR")
         sent_bad_wqes = 1
 
+        # ---- UD through an AH; another client's AH handle in a WQE is refused
+        u1, un1, uring1, _ = sa.make_qp(qp_type=4)
+        u2, un2, uring2, _ = sa.make_qp(qp_type=4)
+        for q in (u1, u2):
+            check(modify(a, q, 1 | 1 << 4 | 1 << 5 | 1 << 6, state=1, qkey=0x1111)["status"] == 0, "UD to INIT")
+            check(modify(a, q, 1, state=2)["status"] == 0, "UD to RTR")
+            check(modify(a, q, 1 | 1 << 16, state=3, sq_psn=5)["status"] == 0, "UD to RTS")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        ah = struct.unpack_from("<I", b)[0]
+        sa.buf[200:232] = bytes(range(100, 132))
+        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
+        post_recv(uring2, 4096, 0, 301, [(sa.iova + 7000, 40 + 32, sa.lkey)])
+        post_send(uring1, 0, 300, 2, [(sa.iova + 200, 32, sa.lkey)], ah=ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "UD SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["byte_len"], got[1]["src_qp"])
+              == (300, 0, 301, 0, 72, un1), f"UD CQEs {got}")
+        check(bytes(sa.buf[7040:7072]) == bytes(range(100, 132)), "UD payload after the GRH space")
+        prod += 2
+        h, b, _ = bc.req("create_ah", struct.pack("<II", bpd, 0) + qp_attr()[44:72])
+        foreign_ah = struct.unpack_from("<I", b)[0]
+        post_send(uring1, 1, 302, 2, [(sa.iova + 200, 32, sa.lkey)], ah=foreign_ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 1) == prod + 1 and (cqe(sa.cq_ring, prod)["wr_id"], cqe(sa.cq_ring, prod)["status"]) == (302, 2),
+              f"foreign AH in a UD WQE: LOC_QP_OP_ERR {cqe(sa.cq_ring, prod)}")
+        check(query_state(a, u1) == 6, "foreign AH: UD QP in ERR")
+        sent_bad_wqes += 1
+        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
+        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+        for op, hd in [("destroy_qp", u1), ("destroy_qp", u2), ("destroy_ah", ah)]:
+            check(a.req(op, struct.pack("<II", hd, 0))[0]["status"] == 0, f"UD cleanup {op}")
+
         # ---- hostile rings: prod far beyond cap; a garbage WQE
         struct.pack_into("<Q", ring2, 64, 1000)
         deadline = time.time() + 5
@@ -558,6 +589,16 @@ def main():
         wr_id, status = struct.unpack_from("<QB", sa.cq_ring, 256 + 64 * i)
         check((wr_id, status) == (999, 2), f"garbage WQE: IBV_WC_LOC_QP_OP_ERR CQE, got {(wr_id, status)}")
         check(query_state(a, q3) == 6, "garbage WQE: QP in ERR")
+        # a header word changed under the daemon (cap), then a doorbell: the ring is hostile
+        q4, qpn4, ring4, _ = sa.make_qp()
+        to_rts(a, q4, sa.qpn)
+        struct.pack_into("<I", ring4, 8, 100000)
+        struct.pack_into("<Q", ring4, 64, 1)
+        deadline = time.time() + 5
+        while query_state(a, q4) != 6 and time.time() < deadline:
+            time.sleep(0.01)
+        check(query_state(a, q4) == 6 and struct.unpack_from("<I", ring4, 192)[0] & 2, "changed ring header: QP in ERR, kRingError")
+        check(a.req("destroy_qp", struct.pack("<II", q4, 0))[0]["status"] == 0, "destroy the hostile QP")
         time.sleep(0.1)
 
         # ---- the daemon still serves a fresh client a whole lifecycle
@@ -576,7 +617,7 @@ def main():
                 continue
             check(dc.get("err_" + k) == v, f"daemon counter err_{k}: {dc.get('err_' + k)} != {v}")
         check(dc["bad_handle"] == sent_bad_handles, f"bad_handle {dc['bad_handle']} != {sent_bad_handles}")
-        check(dc["rings_in_error"] == 1 and dc["bad_wqes"] == 2, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
+        check(dc["rings_in_error"] == 2 and dc["bad_wqes"] == sent_bad_wqes + 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
         check(dc["clients_total"] == 4 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
         print("daemon counters:", {k: v for k, v in dc.items() if v}, flush=True)
         dev = counters(fc, 0)
