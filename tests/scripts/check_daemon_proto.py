@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-HCAEMUD = sys.argv[1]
+HCAEMUD = sys.argv[1] if len(sys.argv) > 1 else ""
 MAGIC, VERSION = 0x45414348, 1
 REPLY, EVENT = 0x8000, 0x4000
 OP = {n: i + 1 for i, n in enumerate(
@@ -108,6 +108,17 @@ def start_daemon(d, sock, extra=(), name="p"):
     return p, log
 
 
+def st64(ring, off, v):
+    """One 8-byte store (struct.pack_into writes byte by byte: the daemon could see a torn counter)."""
+    with memoryview(ring) as m, m.cast("Q") as q:
+        q[off // 8] = v
+
+
+def ld64(ring, off):
+    with memoryview(ring) as m, m.cast("Q") as q:
+        return q[off // 8]
+
+
 def wait_event(c, op, timeout=5):
     """The first event `op` the client has or gets within `timeout` s (events arrive between replies)."""
     deadline = time.time() + timeout
@@ -140,7 +151,7 @@ def post_send(ring, n, wr_id, opcode, sges, esz=144, flags=2, **kw):
     struct.pack_into("<II", ring, off + 64, kw.get("rqpn", 0), kw.get("qkey", 0))
     for i, (addr, ln, key) in enumerate(sges):
         struct.pack_into("<QII", ring, off + 80 + 16 * i, addr, ln, key)
-    struct.pack_into("<Q", ring, 64, n + 1)
+    st64(ring, 64, n + 1)
 
 
 def post_recv(ring, base, n, wr_id, sges, esz=48):
@@ -149,14 +160,14 @@ def post_recv(ring, base, n, wr_id, sges, esz=48):
     struct.pack_into("<QII", ring, off, wr_id, len(sges), 0)
     for i, (addr, ln, key) in enumerate(sges):
         struct.pack_into("<QII", ring, off + 16 + 16 * i, addr, ln, key)
-    struct.pack_into("<Q", ring, base + 64, n + 1)
+    st64(ring, base + 64, n + 1)
 
 
 def wait_cqes(ring, want, timeout=5):
     deadline = time.time() + timeout
-    while struct.unpack_from("<Q", ring, 64)[0] < want and time.time() < deadline:
+    while ld64(ring, 64) < want and time.time() < deadline:
         time.sleep(0.005)
-    return struct.unpack_from("<Q", ring, 64)[0]
+    return ld64(ring, 64)
 
 
 def cqe(ring, n):
@@ -283,6 +294,24 @@ class Setup:
         return handle, qpn, m, 4096
 
 
+def child(path):
+    """A client that keeps RDMA WRITEs in flight between its two QPs until it is killed."""
+    c = Client(path, comm=b"victim")
+    st = Setup(c)
+    q2, qpn2, _, _ = st.make_qp()
+    to_rts(c, st.qp, qpn2)
+    to_rts(c, q2, st.qpn)
+    n = 0
+    print("ready", flush=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        cons = ld64(st.sq_ring, 128)
+        if n - cons < 16:
+            post_send(st.sq_ring, n, n, 0, [(st.iova, 4096, st.lkey)], raddr=st.iova + 4096, rkey=st.rkey)
+            n += 1
+        st64(st.cq_ring, 128, ld64(st.cq_ring, 64))
+
+
 def main():
     global sent_bad_handles
     d = tempfile.mkdtemp(prefix="hcaemud-test-")
@@ -327,15 +356,15 @@ def main():
         rq = ring2
         struct.pack_into("<QII", rq, 4096 + 256, 77, 1, 0)
         struct.pack_into("<QII", rq, 4096 + 256 + 16, sa.iova + 4096, 64, sa.lkey)
-        struct.pack_into("<Q", rq, 4096 + 64, 1)  # RQ prod
+        st64(rq, 4096 + 64, 1)  # RQ prod
         wqe = struct.pack("<QB3xIIIIIQIIQQIIQ", 55, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         sa.sq_ring[256:256 + 80] = wqe
         struct.pack_into("<QII", sa.sq_ring, 256 + 80, sa.iova, 64, sa.lkey)
-        struct.pack_into("<Q", sa.sq_ring, 64, 1)  # SQ prod: the doorbell
+        st64(sa.sq_ring, 64, 1)  # SQ prod: the doorbell
         deadline = time.time() + 5
-        while struct.unpack_from("<Q", sa.cq_ring, 64)[0] < 2 and time.time() < deadline:
+        while ld64(sa.cq_ring, 64) < 2 and time.time() < deadline:
             time.sleep(0.01)
-        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
+        prod = ld64(sa.cq_ring, 64)
         check(prod == 2, f"two CQEs (send, recv) in the CQ ring: prod {prod}")
         if prod != 2:
             print("net", {k: v for k, v in counters(a, 1).items() if v}, "dev", {k: v for k, v in counters(a, 0).items() if v})
@@ -343,8 +372,8 @@ def main():
         check(cqes[0][:2] == (55, 0) and cqes[0][2] == 0, f"send CQE {cqes[0]}")
         check(cqes[1][:2] == (77, 0) and cqes[1][2] == 128 and cqes[1][4] == 64, f"recv CQE {cqes[1]}")
         check(bytes(sa.buf[4096:4160]) == bytes(range(64)), "received bytes in place (zero copy)")
-        check(struct.unpack_from("<Q", sa.sq_ring, 128)[0] == 1, "SQ cons published")
-        struct.pack_into("<Q", sa.cq_ring, 128, prod)  # CQ cons: taken
+        check(ld64(sa.sq_ring, 128) == 1, "SQ cons published")
+        st64(sa.cq_ring, 128, prod)  # CQ cons: taken
 
         # ---- a completion event: armed CQ, then a SEND; the event follows the CQEs
         h, _, _ = a.req("req_notify_cq", struct.pack("<IB3x", sa.cq, 0))
@@ -354,14 +383,14 @@ def main():
         post_send(sa.sq_ring, 1, 56, 2, [(sa.iova + 100, 10, sa.lkey)])
         ev = wait_event(a, EV_CQ)
         check(ev is not None and struct.unpack_from("<IIQ", ev) == (sa.cq, 0, 0xC0FFEE), f"cq_event: {ev}")
-        check(struct.unpack_from("<Q", sa.cq_ring, 64)[0] >= 3, "the CQE is in the ring before its event")
+        check(ld64(sa.cq_ring, 64) >= 3, "the CQE is in the ring before its event")
         check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SEND 2 completions")
         got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
         check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["byte_len"], got[1]["qp_num"]) == (56, 0, 78, 10, qpn2),
               f"SEND 2 CQEs {got}")
         check(bytes(sa.buf[5000:5010]) == b"0123456789", "SEND 2 bytes")
         prod += 2
-        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+        st64(sa.cq_ring, 128, prod)
 
         # ---- resize: a new ring, the next CQEs land there
         h, b, f = a.req("resize_cq", struct.pack("<Ii", sa.cq, 128))
@@ -373,7 +402,7 @@ def main():
         post_send(sa.sq_ring, 2, 57, 2, [(sa.iova + 100, 3, sa.lkey)])
         check(wait_cqes(new_ring, 2) == 2, "CQEs in the resized ring")
         check(sorted(cqe(new_ring, i)["wr_id"] for i in range(2)) == [57, 79], "resized ring CQEs")
-        struct.pack_into("<Q", new_ring, 128, 2)
+        st64(new_ring, 128, 2)
         sa.cq_ring = new_ring
         prod = 2
 
@@ -400,9 +429,9 @@ def main():
         check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["qp_num"]) == (90, 0, 91, 0, qpnt)
               or (got[0]["wr_id"], got[0]["qp_num"], got[1]["wr_id"]) == (90, qpns, 91), f"SRQ CQEs {got}")
         check(bytes(sa.buf[6000:6016]) == bytes(range(16)), "SRQ receive bytes")
-        check(struct.unpack_from("<Q", srq_ring, 128)[0] == 1, "SRQ cons published")
+        check(ld64(srq_ring, 128) == 1, "SRQ cons published")
         prod += 2
-        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+        st64(sa.cq_ring, 128, prod)
         h, b, _ = a.req("query_srq", struct.pack("<II", srq, 0))
         check(struct.unpack_from("<3I", b) == (8, 1, 0), "query_srq")
         h, _, _ = a.req("modify_srq", struct.pack("<II3I", srq, 2, 0, 0, 4))
@@ -544,7 +573,7 @@ def main():
         h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
         ah = struct.unpack_from("<I", b)[0]
         sa.buf[200:232] = bytes(range(100, 132))
-        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
+        prod = ld64(sa.cq_ring, 64)
         post_recv(uring2, 4096, 0, 301, [(sa.iova + 7000, 40 + 32, sa.lkey)])
         post_send(uring1, 0, 300, 2, [(sa.iova + 200, 32, sa.lkey)], ah=ah, rqpn=un2, qkey=0x1111)
         check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "UD SEND completions")
@@ -560,13 +589,13 @@ def main():
               f"foreign AH in a UD WQE: LOC_QP_OP_ERR {cqe(sa.cq_ring, prod)}")
         check(query_state(a, u1) == 6, "foreign AH: UD QP in ERR")
         sent_bad_wqes += 1
-        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
-        struct.pack_into("<Q", sa.cq_ring, 128, prod)
+        prod = ld64(sa.cq_ring, 64)
+        st64(sa.cq_ring, 128, prod)
         for op, hd in [("destroy_qp", u1), ("destroy_qp", u2), ("destroy_ah", ah)]:
             check(a.req(op, struct.pack("<II", hd, 0))[0]["status"] == 0, f"UD cleanup {op}")
 
         # ---- hostile rings: prod far beyond cap; a garbage WQE
-        struct.pack_into("<Q", ring2, 64, 1000)
+        st64(ring2, 64, 1000)
         deadline = time.time() + 5
         while query_state(a, q2) != 6 and time.time() < deadline:
             time.sleep(0.01)
@@ -578,12 +607,12 @@ def main():
         to_rts(a, q3, sa.qpn)
         garbage = bytearray(rnd.getrandbits(8) for _ in range(144))
         garbage[8] = 200  # no such opcode
-        struct.pack_into("<Q", garbage, 0, 999)
+        st64(garbage, 0, 999)
         ring3[256:256 + 144] = bytes(garbage)
-        cq_prod0 = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
-        struct.pack_into("<Q", ring3, 64, 1)
+        cq_prod0 = ld64(sa.cq_ring, 64)
+        st64(ring3, 64, 1)
         deadline = time.time() + 5
-        while struct.unpack_from("<Q", sa.cq_ring, 64)[0] == cq_prod0 and time.time() < deadline:
+        while ld64(sa.cq_ring, 64) == cq_prod0 and time.time() < deadline:
             time.sleep(0.01)
         i = cq_prod0 % 64
         wr_id, status = struct.unpack_from("<QB", sa.cq_ring, 256 + 64 * i)
@@ -593,7 +622,7 @@ def main():
         q4, qpn4, ring4, _ = sa.make_qp()
         to_rts(a, q4, sa.qpn)
         struct.pack_into("<I", ring4, 8, 100000)
-        struct.pack_into("<Q", ring4, 64, 1)
+        st64(ring4, 64, 1)
         deadline = time.time() + 5
         while query_state(a, q4) != 6 and time.time() < deadline:
             time.sleep(0.01)
@@ -638,6 +667,25 @@ def main():
         check(not any(x["client"] == a.id for k in o for x in o[k]), f"disconnected client's objects remain: {o}")
         dc = counters(fc, 3)
         check(dc["clients_cleaned"] == 1 and dc["objects_cleaned"] == 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+
+        # ---- a client SIGKILLed with WRITEs in flight: its objects go, the others' stay
+        before = objects(fc)
+        kid = subprocess.Popen([sys.executable, __file__, "--child", sock], stdout=subprocess.PIPE, text=True)
+        check(kid.stdout.readline().strip() == "ready", "victim ready")
+        time.sleep(0.3)
+        o = objects(fc)
+        victim = [x for x in o["qp"] if x["comm"] == "victim"]
+        check(len(victim) == 2 and all(x["state"] == "RTS" for x in victim), f"victim's QPs: {victim}")
+        kid.kill()
+        kid.wait()
+        deadline = time.time() + 5
+        while time.time() < deadline and any(x["comm"] == "victim" for k, v in objects(fc).items() for x in v):
+            time.sleep(0.05)
+        check(objects(fc) == before, "victim's objects all gone, the rest as before")
+        dc = counters(fc, 3)
+        check(dc["clients_cleaned"] == 2 and dc["objects_cleaned"] == 6 + 5, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+        sf2 = Setup(fc)
+        check(query_state(fc, sf2.qp) == 0, "the daemon still serves")
 
         # ---- start-up errors
         r = subprocess.run([HCAEMUD, "--socket", sock, "--eal", "--no-huge"], capture_output=True, text=True, timeout=20)
@@ -708,4 +756,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--child":
+        sys.exit(child(sys.argv[2]))
     sys.exit(main())
