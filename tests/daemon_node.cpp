@@ -261,6 +261,19 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     n.psn = 0x100 * me;
     setup(n, sock, lay::size, 0xC0 + me, true);
     uint8_t* m = n.buf.data;
+    // Memory the daemon cannot map: refused before any request (api.hpp).
+    static uint8_t plain[64];
+    check(n.ctx->reg_mr(*n.pd, plain, sizeof(plain), access::local_write).status == Status::invalid_argument,
+          "reg_mr of memory not from alloc_buffer");
+    check(n.ctx->reg_mr(*n.pd, m + 4096, lay::size, access::local_write).status == Status::invalid_argument,
+          "reg_mr past the end of its buffer");
+    GidEntry ge;
+    check_st(n.ctx->query_gid(1, n.ctx->gid_index(), ge), "query_gid");
+    check(ge.gid == n.ctx->gid(), "query_gid at gid_index() is gid()");
+    PortAttr pa0;
+    check_st(n.ctx->query_port(1, pa0), "query_port");
+    check(pa0.state == PortState::active && pa0.link_layer == 2, "query_port: active Ethernet port");
+    check(n.ctx->query_device().max_qp > 0 && n.ctx->query_device().phys_port_cnt == 1, "query_device");
     fill(m + lay::send_src, kLen, 10 + me);
     fill(m + lay::wr_src, kLen, 20 + me);
     fill(m + lay::rd_src, kLen, 30 + me);
@@ -310,7 +323,6 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     check(ev.cq_handle == n.rcq->handle(), "completion event for CQ " + std::to_string(ev.cq_handle) + ", not the receive CQ " +
                                                std::to_string(n.rcq->handle()));
     check(ev.cq_context == 0xC0 + me, "completion event cq_context");
-    n.rcq->ack_events(1);
     CqEvent none;
     check(!n.ch->get_cq_event(none), "a second event without a new req_notify");
 
@@ -350,6 +362,9 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     check(v == fa0 + 5 + them, "our FetchAdd target after the peer's add: " + std::to_string(v));
     publish(dir, std::string("checked.") + role, {});
     wait_info(dir, std::string("checked.") + peer_role);  // the peer's QP stays until we are done with it
+    check_st(n.qp->destroy(), "destroy_qp");
+    check(n.rcq->destroy() == Status::busy, "destroy_cq with an unacknowledged event: busy");
+    n.rcq->ack_events(1);
     teardown(n);
     check(n.ctx->alive(), "alive at the end");
     std::printf("OK pair %c\n", role);
