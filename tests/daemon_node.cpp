@@ -14,8 +14,10 @@
 //                                       transfer from c, byte-exact
 //   daemon_node ud      SOCK DIR a|b   UD SENDs (one inline) through an AH: GRH, src_qp, payload
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
+//   daemon_node cq      SOCK           three create_cq against a fake daemon, polls, fds before/after
 //   daemon_node res     SOCK           prints every object (`res KIND client pid comm k=v ...`) and
 //                                       the device counters (`stat NAME VALUE`)
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -787,6 +789,37 @@ int run_hold(const std::string& sock, const std::string& dir) {
     return 0;
 }
 
+// ---- cq: against a fake daemon (check_client_proto.py): rings that cannot be used, a good one ----
+int count_fds() {
+    int n = 0;
+    for (int fd = 0; fd < 1024; ++fd)
+        if (::fcntl(fd, F_GETFD) != -1) ++n;
+    return n;
+}
+
+int run_cq(const std::string& sock) {
+    Node n;
+    open_ctx(n, sock);
+    const int fds0 = count_fds();
+    for (int i = 0; i < 3; ++i) {
+        auto cq = n.ctx->create_cq(16);
+        std::printf("create_cq %d %s\n", i, name(cq.status));
+        if (!cq.ok()) continue;
+        Wc wc[4];
+        const auto end = Clock::now() + std::chrono::seconds(10);
+        int got = 0;
+        while (got == 0 && Clock::now() < end) {
+            got = cq.value->poll(wc);
+            if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (int k = 0; k < got; ++k)
+            std::printf("wc %" PRIu64 " %s %s %u\n", wc[k].wr_id, id(wc[k].status), name(wc[k].opcode), wc[k].byte_len);
+        std::printf("destroy_cq %s\n", name(cq.value->destroy()));
+    }
+    std::printf("fds %d %d\n", fds0, count_fds());
+    return 0;
+}
+
 int run_res(const std::string& sock) {
     Node n;
     open_ctx(n, sock);
@@ -813,6 +846,7 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "res" && argc == 3) return run_res(argv[2]);
     if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
+    if (mode == "cq" && argc == 3) return run_cq(argv[2]);
     if (argc != 5 || std::strlen(argv[4]) != 1) {
         std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | res SOCK\n");
         return 2;
