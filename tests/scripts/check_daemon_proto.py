@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-HCAEMUD = sys.argv[1]
+HCAEMUD = sys.argv[1] if len(sys.argv) > 1 else ""
 MAGIC, VERSION = 0x45414348, 1
 REPLY, EVENT = 0x8000, 0x4000
 OP = {n: i + 1 for i, n in enumerate(
@@ -106,6 +106,74 @@ def start_daemon(d, sock, extra=(), name="p"):
         time.sleep(0.05)
     time.sleep(0.2)
     return p, log
+
+
+def st64(ring, off, v):
+    """One 8-byte store (struct.pack_into writes byte by byte: the daemon could see a torn counter)."""
+    with memoryview(ring) as m, m.cast("Q") as q:
+        q[off // 8] = v
+
+
+def ld64(ring, off):
+    with memoryview(ring) as m, m.cast("Q") as q:
+        return q[off // 8]
+
+
+def wait_event(c, op, timeout=5):
+    """The first event `op` the client has or gets within `timeout` s (events arrive between replies)."""
+    deadline = time.time() + timeout
+    while True:
+        for i, (o, body) in enumerate(c.events):
+            if o == op:
+                del c.events[i]
+                return body
+        left = deadline - time.time()
+        if left <= 0:
+            return None
+        c.s.settimeout(left)
+        try:
+            msg = c.s.recv(20000)
+        except socket.timeout:
+            return None
+        finally:
+            c.s.settimeout(10)
+        o = struct.unpack_from("<H", msg, 6)[0]
+        c.events.append((o, msg[16:]))
+
+
+def post_send(ring, n, wr_id, opcode, sges, esz=144, flags=2, **kw):
+    """SEND WQE n (SendWqe then Sge) into an SQ ring mapped at offset 0, then the doorbell."""
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    off = 256 + (n % cap) * esz
+    ring[off:off + esz] = bytes(esz)
+    struct.pack_into("<QB3xIIIIIQII", ring, off, wr_id, opcode, flags, len(sges), 0, kw.get("imm", 0), 0,
+                     kw.get("raddr", 0), kw.get("rkey", 0), kw.get("ah", 0))
+    struct.pack_into("<II", ring, off + 64, kw.get("rqpn", 0), kw.get("qkey", 0))
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 80 + 16 * i, addr, ln, key)
+    st64(ring, 64, n + 1)
+
+
+def post_recv(ring, base, n, wr_id, sges, esz=48):
+    cap = struct.unpack_from("<I", ring, base + 8)[0]
+    off = base + 256 + (n % cap) * esz
+    struct.pack_into("<QII", ring, off, wr_id, len(sges), 0)
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 16 + 16 * i, addr, ln, key)
+    st64(ring, base + 64, n + 1)
+
+
+def wait_cqes(ring, want, timeout=5):
+    deadline = time.time() + timeout
+    while ld64(ring, 64) < want and time.time() < deadline:
+        time.sleep(0.005)
+    return ld64(ring, 64)
+
+
+def cqe(ring, n):
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    wr_id, status, opcode, _, _, _, byte_len, imm, qp_num, src_qp = struct.unpack_from("<QBBBBIIIII", ring, 256 + 64 * (n % cap))
+    return dict(wr_id=wr_id, status=status, opcode=opcode, byte_len=byte_len, qp_num=qp_num, src_qp=src_qp)
 
 
 def memfd(size, seal=True):
@@ -208,8 +276,8 @@ class Setup:
         os.close(f[0])
         self.qp, self.qpn, self.sq_ring, self.rq_ring = self.make_qp()
 
-    def make_qp(self, srq=0):
-        req = struct.pack("<IIII5IBB2x", self.pd, self.cq, self.cq, srq, 16, 16, 2, 2, 64, 2, 0)
+    def make_qp(self, srq=0, qp_type=2):
+        req = struct.pack("<IIII5IBB2x", self.pd, self.cq, self.cq, srq, 16, 16, 2, 2, 64, qp_type, 0)
         h, b, f = self.c.req("create_qp", req)
         check(h["status"] == 0 and len(f) == 1, f"create_qp {h}")
         handle, qpn = struct.unpack_from("<II", b)
@@ -224,6 +292,24 @@ class Setup:
         magic, kind, cap_, esz = struct.unpack_from("<IIII", m, 4096)
         check((magic, kind, cap_, esz) == (0x474E4952, 2, 16, 48), f"RQ ring header {(magic, kind, cap_, esz)}")
         return handle, qpn, m, 4096
+
+
+def child(path):
+    """A client that keeps RDMA WRITEs in flight between its two QPs until it is killed."""
+    c = Client(path, comm=b"victim")
+    st = Setup(c)
+    q2, qpn2, _, _ = st.make_qp()
+    to_rts(c, st.qp, qpn2)
+    to_rts(c, q2, st.qpn)
+    n = 0
+    print("ready", flush=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        cons = ld64(st.sq_ring, 128)
+        if n - cons < 16:
+            post_send(st.sq_ring, n, n, 0, [(st.iova, 4096, st.lkey)], raddr=st.iova + 4096, rkey=st.rkey)
+            n += 1
+        st64(st.cq_ring, 128, ld64(st.cq_ring, 64))
 
 
 def main():
@@ -270,15 +356,15 @@ def main():
         rq = ring2
         struct.pack_into("<QII", rq, 4096 + 256, 77, 1, 0)
         struct.pack_into("<QII", rq, 4096 + 256 + 16, sa.iova + 4096, 64, sa.lkey)
-        struct.pack_into("<Q", rq, 4096 + 64, 1)  # RQ prod
+        st64(rq, 4096 + 64, 1)  # RQ prod
         wqe = struct.pack("<QB3xIIIIIQIIQQIIQ", 55, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         sa.sq_ring[256:256 + 80] = wqe
         struct.pack_into("<QII", sa.sq_ring, 256 + 80, sa.iova, 64, sa.lkey)
-        struct.pack_into("<Q", sa.sq_ring, 64, 1)  # SQ prod: the doorbell
+        st64(sa.sq_ring, 64, 1)  # SQ prod: the doorbell
         deadline = time.time() + 5
-        while struct.unpack_from("<Q", sa.cq_ring, 64)[0] < 2 and time.time() < deadline:
+        while ld64(sa.cq_ring, 64) < 2 and time.time() < deadline:
             time.sleep(0.01)
-        prod = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
+        prod = ld64(sa.cq_ring, 64)
         check(prod == 2, f"two CQEs (send, recv) in the CQ ring: prod {prod}")
         if prod != 2:
             print("net", {k: v for k, v in counters(a, 1).items() if v}, "dev", {k: v for k, v in counters(a, 0).items() if v})
@@ -286,8 +372,82 @@ def main():
         check(cqes[0][:2] == (55, 0) and cqes[0][2] == 0, f"send CQE {cqes[0]}")
         check(cqes[1][:2] == (77, 0) and cqes[1][2] == 128 and cqes[1][4] == 64, f"recv CQE {cqes[1]}")
         check(bytes(sa.buf[4096:4160]) == bytes(range(64)), "received bytes in place (zero copy)")
-        check(struct.unpack_from("<Q", sa.sq_ring, 128)[0] == 1, "SQ cons published")
-        struct.pack_into("<Q", sa.cq_ring, 128, prod)  # CQ cons: taken
+        check(ld64(sa.sq_ring, 128) == 1, "SQ cons published")
+        st64(sa.cq_ring, 128, prod)  # CQ cons: taken
+
+        # ---- a completion event: armed CQ, then a SEND; the event follows the CQEs
+        h, _, _ = a.req("req_notify_cq", struct.pack("<IB3x", sa.cq, 0))
+        check(h["status"] == 0, "req_notify_cq")
+        sa.buf[100:110] = b"0123456789"
+        post_recv(ring2, 4096, 1, 78, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 1, 56, 2, [(sa.iova + 100, 10, sa.lkey)])
+        ev = wait_event(a, EV_CQ)
+        check(ev is not None and struct.unpack_from("<IIQ", ev) == (sa.cq, 0, 0xC0FFEE), f"cq_event: {ev}")
+        check(ld64(sa.cq_ring, 64) >= 3, "the CQE is in the ring before its event")
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SEND 2 completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["byte_len"], got[1]["qp_num"]) == (56, 0, 78, 10, qpn2),
+              f"SEND 2 CQEs {got}")
+        check(bytes(sa.buf[5000:5010]) == b"0123456789", "SEND 2 bytes")
+        prod += 2
+        st64(sa.cq_ring, 128, prod)
+
+        # ---- resize: a new ring, the next CQEs land there
+        h, b, f = a.req("resize_cq", struct.pack("<Ii", sa.cq, 128))
+        check(h["status"] == 0 and len(f) == 1 and struct.unpack_from("<IiQ", b) == (sa.cq, 128, 12288), f"resize_cq {h} {b.hex()}")
+        new_ring = mmap.mmap(f[0], 12288)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", new_ring) == (0x474E4952, 4, 128, 64), "resized ring header")
+        post_recv(ring2, 4096, 2, 79, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 2, 57, 2, [(sa.iova + 100, 3, sa.lkey)])
+        check(wait_cqes(new_ring, 2) == 2, "CQEs in the resized ring")
+        check(sorted(cqe(new_ring, i)["wr_id"] for i in range(2)) == [57, 79], "resized ring CQEs")
+        st64(new_ring, 128, 2)
+        sa.cq_ring = new_ring
+        prod = 2
+
+        # ---- an SRQ: its ring, a QP on it, a SEND into it
+        h, b, f = a.req("create_srq", struct.pack("<II3I", sa.pd, 0, 8, 1, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_srq {h}")
+        srq, _, mw, ms, lim, srq_bytes = struct.unpack_from("<II3I4xQ", b)
+        check((mw, ms, lim, srq_bytes) == (8, 1, 0, 4096), f"create_srq reply {(mw, ms, lim, srq_bytes)}")
+        srq_ring = mmap.mmap(f[0], srq_bytes)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", srq_ring) == (0x474E4952, 3, 8, 32), "SRQ ring header")
+        h, b, f = a.req("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, srq, 4, 0, 1, 1, 0, 2, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_qp on SRQ {h}")
+        qs, qpns = struct.unpack_from("<II", b)
+        check(struct.unpack_from("<QQQ", b, 32) == (0, 0, 4096), "SRQ QP: no RQ ring")
+        os.close(f[0])
+        qt, qpnt, ring_t, _ = sa.make_qp()
+        to_rts(a, qs, qpnt)
+        to_rts(a, qt, qpns)
+        post_recv(srq_ring, 0, 0, 90, [(sa.iova + 6000, 64, sa.lkey)], esz=32)
+        post_send(ring_t, 0, 91, 2, [(sa.iova, 16, sa.lkey)])
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SRQ SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["qp_num"]) == (90, 0, 91, 0, qpnt)
+              or (got[0]["wr_id"], got[0]["qp_num"], got[1]["wr_id"]) == (90, qpns, 91), f"SRQ CQEs {got}")
+        check(bytes(sa.buf[6000:6016]) == bytes(range(16)), "SRQ receive bytes")
+        check(ld64(srq_ring, 128) == 1, "SRQ cons published")
+        prod += 2
+        st64(sa.cq_ring, 128, prod)
+        h, b, _ = a.req("query_srq", struct.pack("<II", srq, 0))
+        check(struct.unpack_from("<3I", b) == (8, 1, 0), "query_srq")
+        h, _, _ = a.req("modify_srq", struct.pack("<II3I", srq, 2, 0, 0, 4))
+        check(h["status"] == 0, "modify_srq limit")
+        h, _, _ = a.req("destroy_srq", struct.pack("<II", srq, 0))
+        check(h["status"] == ST["busy"], "destroy_srq while a QP uses it: busy")
+        for op, hd in [("destroy_qp", qs), ("destroy_qp", qt), ("destroy_srq", srq)]:
+            h, _, _ = a.req(op, struct.pack("<II", hd, 0))
+            check(h["status"] == 0, f"{op}")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        check(h["status"] == 0, "create_ah")
+        ah = struct.unpack_from("<I", b)[0]
+        h, _, _ = a.req("destroy_ah", struct.pack("<II", ah, 0))
+        check(h["status"] == 0, "destroy_ah")
+        h, b, _ = a.req("resolve", GID)
+        check(h["status"] == 0 and b[0] == 0, f"resolve our own GID: resolved {b.hex()}")
 
         # ---- fuzz: framing
         b0 = Client(sock, hello=False)
@@ -392,28 +552,82 @@ def main():
         check(h["status"] == ST["bad_handle"], "QP on a foreign CQ")
         sent_bad_handles += 1
 
+        # the other client's SEND naming the first one's lkey: refused (IBV_WC_LOC_PROT_ERR), QP to ERR
+        sb = Setup(bc)
+        qb2, qpnb2, _, _ = sb.make_qp()
+        to_rts(bc, sb.qp, qpnb2)
+        to_rts(bc, qb2, sb.qpn)
+        post_send(sb.sq_ring, 0, 66, 2, [(sa.iova, 8, sa.lkey)])
+        check(wait_cqes(sb.cq_ring, 1) == 1 and (cqe(sb.cq_ring, 0)["wr_id"], cqe(sb.cq_ring, 0)["status"]) == (66, 4),
+              f"foreign lkey: LOC_PROT_ERR {cqe(sb.cq_ring, 0)}")
+        check(query_state(bc, sb.qp) == 6, "foreign lkey: QP in ERR")
+        sent_bad_wqes = 1
+
+        # ---- UD through an AH; another client's AH handle in a WQE is refused
+        u1, un1, uring1, _ = sa.make_qp(qp_type=4)
+        u2, un2, uring2, _ = sa.make_qp(qp_type=4)
+        for q in (u1, u2):
+            check(modify(a, q, 1 | 1 << 4 | 1 << 5 | 1 << 6, state=1, qkey=0x1111)["status"] == 0, "UD to INIT")
+            check(modify(a, q, 1, state=2)["status"] == 0, "UD to RTR")
+            check(modify(a, q, 1 | 1 << 16, state=3, sq_psn=5)["status"] == 0, "UD to RTS")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        ah = struct.unpack_from("<I", b)[0]
+        sa.buf[200:232] = bytes(range(100, 132))
+        prod = ld64(sa.cq_ring, 64)
+        post_recv(uring2, 4096, 0, 301, [(sa.iova + 7000, 40 + 32, sa.lkey)])
+        post_send(uring1, 0, 300, 2, [(sa.iova + 200, 32, sa.lkey)], ah=ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "UD SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["byte_len"], got[1]["src_qp"])
+              == (300, 0, 301, 0, 72, un1), f"UD CQEs {got}")
+        check(bytes(sa.buf[7040:7072]) == bytes(range(100, 132)), "UD payload after the GRH space")
+        prod += 2
+        h, b, _ = bc.req("create_ah", struct.pack("<II", bpd, 0) + qp_attr()[44:72])
+        foreign_ah = struct.unpack_from("<I", b)[0]
+        post_send(uring1, 1, 302, 2, [(sa.iova + 200, 32, sa.lkey)], ah=foreign_ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 1) == prod + 1 and (cqe(sa.cq_ring, prod)["wr_id"], cqe(sa.cq_ring, prod)["status"]) == (302, 2),
+              f"foreign AH in a UD WQE: LOC_QP_OP_ERR {cqe(sa.cq_ring, prod)}")
+        check(query_state(a, u1) == 6, "foreign AH: UD QP in ERR")
+        sent_bad_wqes += 1
+        prod = ld64(sa.cq_ring, 64)
+        st64(sa.cq_ring, 128, prod)
+        for op, hd in [("destroy_qp", u1), ("destroy_qp", u2), ("destroy_ah", ah)]:
+            check(a.req(op, struct.pack("<II", hd, 0))[0]["status"] == 0, f"UD cleanup {op}")
+
         # ---- hostile rings: prod far beyond cap; a garbage WQE
-        struct.pack_into("<Q", ring2, 64, 1000)
+        st64(ring2, 64, 1000)
         deadline = time.time() + 5
         while query_state(a, q2) != 6 and time.time() < deadline:
             time.sleep(0.01)
         check(query_state(a, q2) == 6, "hostile SQ prod: QP in ERR")
+        ev = wait_event(a, EV_ASYNC)
+        check(ev is not None and struct.unpack_from("<B3xI", ev) == (1, qpn2), f"async event QP_FATAL for QPN {qpn2}: {ev}")
         check(struct.unpack_from("<I", ring2, 192)[0] & 2, "hostile SQ prod: kRingError set")
         q3, qpn3, ring3, _ = sa.make_qp()
         to_rts(a, q3, sa.qpn)
         garbage = bytearray(rnd.getrandbits(8) for _ in range(144))
         garbage[8] = 200  # no such opcode
-        struct.pack_into("<Q", garbage, 0, 999)
+        st64(garbage, 0, 999)
         ring3[256:256 + 144] = bytes(garbage)
-        cq_prod0 = struct.unpack_from("<Q", sa.cq_ring, 64)[0]
-        struct.pack_into("<Q", ring3, 64, 1)
+        cq_prod0 = ld64(sa.cq_ring, 64)
+        st64(ring3, 64, 1)
         deadline = time.time() + 5
-        while struct.unpack_from("<Q", sa.cq_ring, 64)[0] == cq_prod0 and time.time() < deadline:
+        while ld64(sa.cq_ring, 64) == cq_prod0 and time.time() < deadline:
             time.sleep(0.01)
         i = cq_prod0 % 64
         wr_id, status = struct.unpack_from("<QB", sa.cq_ring, 256 + 64 * i)
         check((wr_id, status) == (999, 2), f"garbage WQE: IBV_WC_LOC_QP_OP_ERR CQE, got {(wr_id, status)}")
         check(query_state(a, q3) == 6, "garbage WQE: QP in ERR")
+        # a header word changed under the daemon (cap), then a doorbell: the ring is hostile
+        q4, qpn4, ring4, _ = sa.make_qp()
+        to_rts(a, q4, sa.qpn)
+        struct.pack_into("<I", ring4, 8, 100000)
+        st64(ring4, 64, 1)
+        deadline = time.time() + 5
+        while query_state(a, q4) != 6 and time.time() < deadline:
+            time.sleep(0.01)
+        check(query_state(a, q4) == 6 and struct.unpack_from("<I", ring4, 192)[0] & 2, "changed ring header: QP in ERR, kRingError")
+        check(a.req("destroy_qp", struct.pack("<II", q4, 0))[0]["status"] == 0, "destroy the hostile QP")
         time.sleep(0.1)
 
         # ---- the daemon still serves a fresh client a whole lifecycle
@@ -432,7 +646,7 @@ def main():
                 continue
             check(dc.get("err_" + k) == v, f"daemon counter err_{k}: {dc.get('err_' + k)} != {v}")
         check(dc["bad_handle"] == sent_bad_handles, f"bad_handle {dc['bad_handle']} != {sent_bad_handles}")
-        check(dc["rings_in_error"] == 1 and dc["bad_wqes"] == 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
+        check(dc["rings_in_error"] == 2 and dc["bad_wqes"] == sent_bad_wqes + 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
         check(dc["clients_total"] == 4 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
         print("daemon counters:", {k: v for k, v in dc.items() if v}, flush=True)
         dev = counters(fc, 0)
@@ -454,6 +668,25 @@ def main():
         dc = counters(fc, 3)
         check(dc["clients_cleaned"] == 1 and dc["objects_cleaned"] == 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
 
+        # ---- a client SIGKILLed with WRITEs in flight: its objects go, the others' stay
+        before = objects(fc)
+        kid = subprocess.Popen([sys.executable, __file__, "--child", sock], stdout=subprocess.PIPE, text=True)
+        check(kid.stdout.readline().strip() == "ready", "victim ready")
+        time.sleep(0.3)
+        o = objects(fc)
+        victim = [x for x in o["qp"] if x["comm"] == "victim"]
+        check(len(victim) == 2 and all(x["state"] == "RTS" for x in victim), f"victim's QPs: {victim}")
+        kid.kill()
+        kid.wait()
+        deadline = time.time() + 5
+        while time.time() < deadline and any(x["comm"] == "victim" for k, v in objects(fc).items() for x in v):
+            time.sleep(0.05)
+        check(objects(fc) == before, "victim's objects all gone, the rest as before")
+        dc = counters(fc, 3)
+        check(dc["clients_cleaned"] == 2 and dc["objects_cleaned"] == 6 + 5, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+        sf2 = Setup(fc)
+        check(query_state(fc, sf2.qp) == 0, "the daemon still serves")
+
         # ---- start-up errors
         r = subprocess.run([HCAEMUD, "--socket", sock, "--eal", "--no-huge"], capture_output=True, text=True, timeout=20)
         check(r.returncode == 1 and "taken" in r.stderr, f"socket taken: {r.returncode} {r.stderr}")
@@ -469,9 +702,20 @@ def main():
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stale.bind(s2)
         stale.close()
-        p2, log2 = start_daemon(d, s2, name="q")
+        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
         log2.seek(0)
         check("removed the stale socket" in log2.read() and p2.poll() is None, "stale socket removed")
+        one = Client(s2)
+        two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        two.settimeout(5)
+        two.connect(s2)
+        check(two.recv(100) == b"", "--max-clients 1: the second client is closed")
+        two.close()
+        for i in range(2):
+            check(one.req("alloc_pd")[0]["status"] == 0, f"--max-objects 2: PD {i}")
+        h, _, _ = one.req("alloc_pd")
+        check((h["status"], h["error"]) == (ST["no_resources"], ERR["limit"]), f"--max-objects 2: third PD {h}")
+        one.close()
         p2.send_signal(signal.SIGINT)
         check(p2.wait(timeout=20) == 0 and not os.path.exists(s2), "SIGINT: exit 0, socket gone")
 
@@ -492,6 +736,11 @@ def main():
         check(got is not None and len(got) == 24, "SIGTERM: Ev::shutdown received")
         check(p.wait(timeout=20) == 0, "SIGTERM: exit 0")
         check(not os.path.exists(sock), "SIGTERM: socket removed")
+        for lg in (log, log2):
+            lg.seek(0)
+            text = lg.read()
+            check(not any(w in text for w in ("runtime error", "AddressSanitizer", "LeakSanitizer")),
+                  "no sanitizer report in the daemon's log")
     finally:
         if p.poll() is None:
             p.kill()
@@ -499,9 +748,14 @@ def main():
         log.seek(0)
         if failures:
             print("---- daemon log\n" + log.read()[-3000:])
+    if not failures:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--child":
+        sys.exit(child(sys.argv[2]))
     sys.exit(main())

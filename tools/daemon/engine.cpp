@@ -122,6 +122,7 @@ struct SrqE {
 };
 struct AhE {
     Ah ah;
+    Client* owner = nullptr;
 };
 struct QpE {
     uint32_t handle = 0, qpn = 0;
@@ -183,11 +184,12 @@ void Engine::run() {
             work = 1;
         }
         // Back-off when idle, so that daemons and clients share a small machine: after 1024 empty
-        // turns, sleep 50 us per turn until there is work again.
+        // turns, sleep 50 us per turn; after 20000 (a second or more), 500 us; busy-poll again at
+        // the first work.
         if (work) {
             idle = 0;
         } else if (++idle > 1024) {
-            const timespec ts{0, 50'000};
+            const timespec ts{0, idle > 20000 ? 500'000 : 50'000};
             nanosleep(&ts, nullptr);
         }
     }
@@ -298,9 +300,10 @@ void Engine::take_send(Client& c, QpE& q, size_t& work) {
                 wr.num_sge = int(w.num_sge);
             }
             if (s == Status::ok && o->type == QpType::ud) {
-                auto it = c.ahs.find(w.ah);  // only the sender's own AHs
-                if (it == c.ahs.end()) s = Status::no_ah;
-                else wr.ud.ah = &it->second->ah;
+                const uint32_t i = w.ah >> 8;  // only the sender's own AHs
+                AhE* a = i < ahs_.size() ? ahs_[i] : nullptr;
+                if (!a || a->owner != &c || a->ah.handle() != w.ah) s = Status::no_ah;
+                else wr.ud.ah = &a->ah;
             }
         }
         if (s == Status::ok) {
@@ -543,7 +546,11 @@ void Engine::remove_client(uint32_t id) {
         ++n;
     }
     c.qps.clear();
-    for (auto& [h, a] : c.ahs) (void)a->ah.destroy(), ++n;
+    for (auto& [h, a] : c.ahs) {
+        if ((h >> 8) < ahs_.size()) ahs_[h >> 8] = nullptr;
+        (void)a->ah.destroy();
+        ++n;
+    }
     c.ahs.clear();
     for (auto& [h, s] : c.srqs) {
         std::erase(srqs_, s.get());
@@ -1047,6 +1054,9 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         rep.handle = res->handle();
         auto e = std::make_unique<AhE>();
         e->ah = std::move(res.value);
+        e->owner = &c;
+        if ((rep.handle >> 8) >= ahs_.size()) ahs_.resize((rep.handle >> 8) + 1, nullptr);
+        ahs_[rep.handle >> 8] = e.get();
         c.ahs[rep.handle] = std::move(e);
         return reply(h, Status::ok, &rep, sizeof rep);
     }
@@ -1055,7 +1065,10 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         auto it = c.ahs.find(r.handle);
         if (it == c.ahs.end()) return bad();
         const Status s = it->second->ah.destroy();
-        if (s == Status::ok) c.ahs.erase(it);
+        if (s == Status::ok) {
+            ahs_[r.handle >> 8] = nullptr;
+            c.ahs.erase(it);
+        }
         return failed(s);
     }
     case Op::read_counters: {

@@ -66,6 +66,7 @@ struct QpE;
 struct SrqE;
 struct CqE;
 struct MrE;
+struct AhE;
 
 class Engine {
 public:
@@ -109,6 +110,7 @@ private:
     std::map<uint32_t, std::unique_ptr<Client>> clients_;
     std::vector<QpE*> qps_;    // live QPs with rings, for the doorbells
     std::vector<SrqE*> srqs_;
+    std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup
     std::vector<CqE*> cqs_;
     std::map<uint32_t, uint32_t> qpn_owner_, cq_owner_, srq_owner_;  // for async events
     std::vector<std::unique_ptr<MrE>> zombie_mrs_;  // dereg refused (in flight): retried
