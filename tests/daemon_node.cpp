@@ -14,8 +14,10 @@
 //                                       transfer from c, byte-exact
 //   daemon_node ud      SOCK DIR a|b   UD SENDs (one inline) through an AH: GRH, src_qp, payload
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
+//   daemon_node cq      SOCK           three create_cq against a fake daemon, polls, fds before/after
 //   daemon_node res     SOCK           prints every object (`res KIND client pid comm k=v ...`) and
 //                                       the device counters (`stat NAME VALUE`)
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -261,6 +263,19 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     n.psn = 0x100 * me;
     setup(n, sock, lay::size, 0xC0 + me, true);
     uint8_t* m = n.buf.data;
+    // Memory the daemon cannot map: refused before any request (api.hpp).
+    static uint8_t plain[64];
+    check(n.ctx->reg_mr(*n.pd, plain, sizeof(plain), access::local_write).status == Status::invalid_argument,
+          "reg_mr of memory not from alloc_buffer");
+    check(n.ctx->reg_mr(*n.pd, m + 4096, lay::size, access::local_write).status == Status::invalid_argument,
+          "reg_mr past the end of its buffer");
+    GidEntry ge;
+    check_st(n.ctx->query_gid(1, n.ctx->gid_index(), ge), "query_gid");
+    check(ge.gid == n.ctx->gid(), "query_gid at gid_index() is gid()");
+    PortAttr pa0;
+    check_st(n.ctx->query_port(1, pa0), "query_port");
+    check(pa0.state == PortState::active && pa0.link_layer == 2, "query_port: active Ethernet port");
+    check(n.ctx->query_device().max_qp > 0 && n.ctx->query_device().phys_port_cnt == 1, "query_device");
     fill(m + lay::send_src, kLen, 10 + me);
     fill(m + lay::wr_src, kLen, 20 + me);
     fill(m + lay::rd_src, kLen, 30 + me);
@@ -310,7 +325,6 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     check(ev.cq_handle == n.rcq->handle(), "completion event for CQ " + std::to_string(ev.cq_handle) + ", not the receive CQ " +
                                                std::to_string(n.rcq->handle()));
     check(ev.cq_context == 0xC0 + me, "completion event cq_context");
-    n.rcq->ack_events(1);
     CqEvent none;
     check(!n.ch->get_cq_event(none), "a second event without a new req_notify");
 
@@ -350,6 +364,9 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     check(v == fa0 + 5 + them, "our FetchAdd target after the peer's add: " + std::to_string(v));
     publish(dir, std::string("checked.") + role, {});
     wait_info(dir, std::string("checked.") + peer_role);  // the peer's QP stays until we are done with it
+    check_st(n.qp->destroy(), "destroy_qp");
+    check(n.rcq->destroy() == Status::busy, "destroy_cq with an unacknowledged event: busy");
+    n.rcq->ack_events(1);
     teardown(n);
     check(n.ctx->alive(), "alive at the end");
     std::printf("OK pair %c\n", role);
@@ -772,6 +789,37 @@ int run_hold(const std::string& sock, const std::string& dir) {
     return 0;
 }
 
+// ---- cq: against a fake daemon (check_client_proto.py): rings that cannot be used, a good one ----
+int count_fds() {
+    int n = 0;
+    for (int fd = 0; fd < 1024; ++fd)
+        if (::fcntl(fd, F_GETFD) != -1) ++n;
+    return n;
+}
+
+int run_cq(const std::string& sock) {
+    Node n;
+    open_ctx(n, sock);
+    const int fds0 = count_fds();
+    for (int i = 0; i < 3; ++i) {
+        auto cq = n.ctx->create_cq(16);
+        std::printf("create_cq %d %s\n", i, name(cq.status));
+        if (!cq.ok()) continue;
+        Wc wc[4];
+        const auto end = Clock::now() + std::chrono::seconds(10);
+        int got = 0;
+        while (got == 0 && Clock::now() < end) {
+            got = cq.value->poll(wc);
+            if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (int k = 0; k < got; ++k)
+            std::printf("wc %" PRIu64 " %s %s %u\n", wc[k].wr_id, id(wc[k].status), name(wc[k].opcode), wc[k].byte_len);
+        std::printf("destroy_cq %s\n", name(cq.value->destroy()));
+    }
+    std::printf("fds %d %d\n", fds0, count_fds());
+    return 0;
+}
+
 int run_res(const std::string& sock) {
     Node n;
     open_ctx(n, sock);
@@ -798,6 +846,7 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "res" && argc == 3) return run_res(argv[2]);
     if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
+    if (mode == "cq" && argc == 3) return run_cq(argv[2]);
     if (argc != 5 || std::strlen(argv[4]) != 1) {
         std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | res SOCK\n");
         return 2;

@@ -7,8 +7,10 @@ malformed messages before each reply, and paged read_counters/res_list replies. 
 Checks: the client fails (exit 1, a message naming the failure) instead of hanging when the daemon
 hangs up or stays silent; stray replies and malformed messages are dropped and counted exactly
 (client_replies_dropped, client_events_dropped); pages are joined in order, names and values
-exact."""
+exact; CQ rings that cannot be used (a file shorter than the ring, a bad header) refused, with
+every fd closed and the CQ destroyed, and a good ring polled without a syscall."""
 import argparse
+import mmap
 import os
 import socket
 import struct
@@ -78,7 +80,38 @@ N_COUNTERS = 130  # two pages: 128 + 2
 N_QPS = 17        # two pages: 16 + 1
 
 
-def serve(conn, hostile):
+RING_MAGIC = 0x474E4952
+CQ_RING_BYTES = 4096  # shm::ring_bytes(16, 64)
+
+
+class CqFake:
+    """create_cq replies: a memfd shorter than ring_bytes (with a second, unasked-for fd), a ring
+    with a bad magic, then a good ring holding one CQE."""
+    def __init__(self):
+        self.made, self.destroyed, self.maps = 0, [], []
+
+    def create(self, conn, seq):
+        k = self.made
+        self.made += 1
+        fd = os.memfd_create('fake-cq', os.MFD_CLOEXEC)
+        os.ftruncate(fd, CQ_RING_BYTES)
+        mm = mmap.mmap(fd, CQ_RING_BYTES)
+        struct.pack_into('<IIII', mm, 0, RING_MAGIC if k != 1 else 0x12345678, 4, 16, 64)
+        claimed = CQ_RING_BYTES * 2 if k == 0 else CQ_RING_BYTES
+        fds = [fd]
+        if k == 0:
+            fds.append(os.memfd_create('fake-extra', os.MFD_CLOEXEC))
+        socket.send_fds(conn, [reply(OP['create_cq'], seq, struct.pack('<IiQ', 0x100 + k, 16, claimed))], fds)
+        for f in fds:
+            os.close(f)
+        if k == 2:  # one CQE, then the doorbell
+            struct.pack_into('<QBBBBIIIIIIHH16s8s', mm, 256, 4242, 0, 128, 0, 0, 0, 77, 0, 0x11, 0, 0, 0, 0,
+                             b'\0' * 16, b'\0' * 8)
+            struct.pack_into('<Q', mm, 64, 1)
+        self.maps.append(mm)
+
+
+def serve(conn, hostile, cqf=None):
     """Answers one client until it hangs up; returns how many requests it saw."""
     seen = 0
     while True:
@@ -111,6 +144,11 @@ def serve(conn, hostile):
             if RES_KINDS[kind] == 'qp':
                 n = min(16, N_QPS - start)
             conn.send(reply(op, seq, res_page(RES_KINDS[kind], start, n, N_QPS if RES_KINDS[kind] == 'qp' else 0)))
+        elif op == OP['create_cq'] and cqf:
+            cqf.create(conn, seq)
+        elif op == OP['destroy_cq'] and cqf:
+            cqf.destroyed.append(struct.unpack_from('<II', data, 16))
+            conn.send(reply(op, seq))
         elif op == OP['read_counters']:
             cset, start = struct.unpack_from('<B3xI', data, 16)
             if cset == 0:
@@ -122,7 +160,7 @@ def serve(conn, hostile):
             conn.send(reply(op, seq, status=5))  # not_supported
 
 
-def run_case(node, name, behaviour, bound):
+def run_case(node, name, behaviour, bound, mode='res', cqf=None):
     with tempfile.TemporaryDirectory(prefix='hcaemu-fake-') as d:
         path = os.path.join(d, 'fake.sock')
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -130,7 +168,7 @@ def run_case(node, name, behaviour, bound):
         srv.listen(1)
         srv.settimeout(10)
         t0 = time.monotonic()
-        p = subprocess.Popen([node, 'res', path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen([node, mode, path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         conn, _ = srv.accept()
         if behaviour == 'hangup':
             conn.recv(65536)
@@ -138,7 +176,7 @@ def run_case(node, name, behaviour, bound):
         elif behaviour == 'silent':
             conn.recv(65536)
         else:
-            serve(conn, behaviour == 'hostile')
+            serve(conn, behaviour == 'hostile', cqf)
         try:
             out, _ = p.communicate(timeout=bound)
         except subprocess.TimeoutExpired:
@@ -185,6 +223,21 @@ def main():
               '%s: client_replies_dropped %d' % (behaviour, dropped))
         check('daemon client_events_dropped %d' % (1 if behaviour == 'hostile' else 0) in lines,
               '%s: client_events_dropped' % behaviour)
+
+    cqf = CqFake()
+    rc, out = run_case(a.node, 'cq rings', 'good', 30, mode='cq', cqf=cqf)
+    lines = out.splitlines()
+    check(rc == 0, 'cq: exit 0')
+    check(lines[:3] == ['create_cq 0 invalid_argument', 'create_cq 1 invalid_argument', 'create_cq 2 ok'],
+          'cq: a ring shorter than its file claims and a bad header refused, a good one taken')
+    check('wc 4242 IBV_WC_SUCCESS RECV 77' in lines, 'cq: the CQE written by the fake daemon polled exactly')
+    check('destroy_cq ok' in lines, 'cq: destroy_cq ok')
+    check(sorted(h for h, _ in cqf.destroyed) == [0x100, 0x101, 0x102],
+          'cq: every CQ the daemon made destroyed, the refused ones too: %s' % cqf.destroyed)
+    cons = struct.unpack_from('<Q', cqf.maps[2], 128)[0]
+    check(cons == 1, 'cq: the client stored cons 1 after taking the CQE (%d)' % cons)
+    fdl = [l.split() for l in lines if l.startswith('fds ')]
+    check(len(fdl) == 1 and fdl[0][1] == fdl[0][2], 'cq: no fd left open by the refused rings or the extra fd: %s' % fdl)
 
     if FAILS:
         print('%d check(s) failed' % len(FAILS))

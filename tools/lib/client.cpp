@@ -65,6 +65,7 @@ public:
     int fd() const { return fd_; }
 
     std::unordered_map<uint32_t, std::weak_ptr<ChanState>> chan_by_cq;
+    std::unordered_map<uint32_t, uint32_t> events_by_cq;  // completion events delivered, by CQ
     std::deque<AsyncEvent> async;
     uint64_t replies_dropped = 0, events_dropped = 0, fds_closed = 0;
 
@@ -205,6 +206,7 @@ bool Conn::dispatch(Msg& m) {
         auto ch = it->second.lock();
         if (!ch) break;
         ch->q.push_back({e.cq, e.cq_context});
+        ++events_by_cq[e.cq];
         return true;
     }
     case ctl::Ev::async_event: {
@@ -475,9 +477,13 @@ public:
     }
     Status destroy() override {
         if (!h_) return Status::bad_handle;
+        // As ibv_destroy_cq (and hca_model): not while completion events are unacknowledged.
+        if (auto it = c_->events_by_cq.find(h_); !c_->dead() && it != c_->events_by_cq.end() && it->second > acked_)
+            return Status::busy;
         const Status s = call0(*c_, ctl::Op::destroy_cq, ctl::DestroyCqReq{h_, acked_});
         if (s == Status::ok || c_->dead()) {
             c_->chan_by_cq.erase(h_);
+            c_->events_by_cq.erase(h_);
             h_ = 0;
             ring_ = {};
             map_.reset();
