@@ -81,7 +81,9 @@ NetPort::NetPort(Port& inner, const Clock& clock, const NetConfig& cfg)
     if (cfg_.tries == 0) cfg_.tries = 1;
 }
 
-NetPort::~NetPort() = default;
+NetPort::~NetPort() {
+    while (loop_head_ != loop_tail_) inner_.free(loop_[loop_head_++ % kLoopback]);
+}
 
 void NetPort::set_capture(PcapWriter* w) {
     cap_ = w;
@@ -96,6 +98,27 @@ void NetPort::capture(const uint8_t* p, uint32_t len) {
 }
 
 uint16_t NetPort::tx_burst(Frame* frames, uint16_t n) {
+    uint16_t done = 0;
+    while (done < n) {
+        uint16_t run = 0;
+        while (done + run < n && !is_roce_for_us(frames[done + run].data, frames[done + run].len)) ++run;
+        if (run) {
+            const uint16_t t = tx_inner(frames + done, run);
+            done = uint16_t(done + t);
+            if (t < run) return done;
+            continue;
+        }
+        // To ourselves: the buffer moves to the loopback ring, no copy.
+        if (loop_tail_ - loop_head_ == kLoopback) return done;
+        capture(frames[done].data, frames[done].len);
+        loop_[loop_tail_++ % kLoopback] = frames[done];
+        ++st_.loopback;
+        ++done;
+    }
+    return done;
+}
+
+uint16_t NetPort::tx_inner(Frame* frames, uint16_t n) {
     if (!cap_) return inner_.tx_burst(frames, n);
     // Copy first: a frame the inner port takes is the wire's from then on.
     uint16_t done = 0;
@@ -116,9 +139,13 @@ uint16_t NetPort::tx_burst(Frame* frames, uint16_t n) {
 
 uint16_t NetPort::rx_burst(Frame* frames, uint16_t n) {
     run_timers();
-    const uint16_t got = inner_.rx_burst(frames, n);
     uint16_t keep = 0;
-    for (uint16_t i = 0; i < got; ++i) {
+    while (keep < n && loop_head_ != loop_tail_) {  // looped frames first (captured when sent)
+        frames[keep++] = loop_[loop_head_++ % kLoopback];
+        ++st_.rx_roce;
+    }
+    const uint16_t got = uint16_t(keep + inner_.rx_burst(frames + keep, uint16_t(n - keep)));
+    for (uint16_t i = keep; i < got; ++i) {
         Frame& f = frames[i];
         capture(f.data, f.len);
         if (is_roce_for_us(f.data, f.len)) {
@@ -362,7 +389,16 @@ NeighborState NetPort::state(const pkt::Ip6& gid) const {
     return e ? e->state : NeighborState::unknown;
 }
 
+bool NetPort::ours(const pkt::Ip6& gid) const {
+    if (pkt::is_ipv4_mapped(gid)) return cfg_.ip4 && pkt::ipv4_of_mapped(gid) == *cfg_.ip4;
+    return ours6(gid);
+}
+
 NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
+    if (ours(gid)) {  // our own address: frames to it loop back (tx_burst)
+        mac = mac_;
+        return NeighborState::reachable;
+    }
     const uint64_t now = clock_.now_ns();
     run_timers();
     Entry* e = find(gid);

@@ -65,6 +65,7 @@ inline const char* neighbor_state_name(NeighborState s) { return kNeighborStateN
     X(nd_rx_na)                                                                                  \
     X(nd_rx_not_ours)       /* well-formed NS/NA for another address, other ICMPv6 */            \
     X(rx_roce)              /* RoCE v2 frames for us, returned by rx_burst */                    \
+    X(loopback)             /* RoCE v2 frames to our own MAC and IP: looped to rx, not sent */  \
     X(rx_dropped_not_roce)  /* neither RoCE v2 for us nor ARP/ND (the four below add up to it) */ \
     X(drop_ethertype)       /* not IPv4, IPv6 or ARP, or tagged ARP/ND */                        \
     X(drop_not_udp_4791)    /* IP but not UDP to port 4791 (TCP, other UDP, ...) */              \
@@ -103,7 +104,8 @@ inline constexpr size_t kNetStatCount = sizeof(kNetStatNames) / sizeof(kNetStatN
 class NetPort final : public Port {
 public:
     static constexpr uint32_t kNeighbors = 64;
-    static constexpr uint16_t kCaptureBurst = 32;  // frames copied per inner tx_burst when capturing
+    static constexpr uint16_t kCaptureBurst = 32;
+    static constexpr uint32_t kLoopback = 64;       // looped frames waiting for rx_burst  // frames copied per inner tx_burst when capturing
 
     // `inner` and `clock` must outlive the NetPort.
     NetPort(Port& inner, const Clock& clock, const NetConfig& cfg);
@@ -112,6 +114,9 @@ public:
     NetPort& operator=(const NetPort&) = delete;
 
     bool alloc(Frame& f) override { return inner_.alloc(f); }
+    // A RoCE v2 frame to our own MAC and address is not sent: its buffer goes to a fixed ring that
+    // rx_burst returns first, as an HCA loops traffic between two of its own QPs (counted
+    // `loopback`, captured once). A full ring refuses the frame like a full tx queue.
     uint16_t tx_burst(Frame* frames, uint16_t n) override;
     uint16_t rx_burst(Frame* frames, uint16_t n) override;
     void free(Frame& f) override { inner_.free(f); }
@@ -167,6 +172,8 @@ private:
                  const pkt::Ip6& target);
     bool send_ns(const pkt::Ip6& target);
     bool send_na(const pkt::Ip6& src, const pkt::Ip6& dst, const pkt::Mac& eth_dst, const pkt::Ip6& target, bool solicited);
+    uint16_t tx_inner(Frame* frames, uint16_t n);  // to the inner port, captured
+    bool ours(const pkt::Ip6& gid) const;          // one of our addresses
     bool send_own(Frame& f);  // captures and transmits one frame of our own; frees it if refused
     void capture(const uint8_t* p, uint32_t len);
 
@@ -182,6 +189,8 @@ private:
     std::unique_ptr<uint8_t[]> stage_;  // kCaptureBurst frames of stage_cap_ bytes
     uint32_t stage_cap_ = 0;
     uint32_t stage_len_[kCaptureBurst] = {};
+    std::array<Frame, kLoopback> loop_{};  // free-running head and tail
+    uint32_t loop_head_ = 0, loop_tail_ = 0;
 };
 
 // The ICMPv6 checksum (RFC 4443 2.3) of `len` bytes at `icmp` between `src` and `dst`: the one's

@@ -140,12 +140,22 @@ Status check_mr_args(const DeviceAttr& a, const void* addr, size_t length, uint3
     return Status::ok;
 }
 
+// The MR's iova range must not wrap (ibv_reg_mr_iova).
+Status check_iova(uint64_t iova, size_t length) {
+    return iova > ~uint64_t(0) - length ? Status::invalid_argument : Status::ok;
+}
+
 }  // namespace
 
 Result<Mr> Device::reg_mr(const Pd& pdh, void* addr, size_t length, uint32_t acc) {
+    return reg_mr(pdh, addr, length, reinterpret_cast<uintptr_t>(addr), acc);
+}
+
+Result<Mr> Device::reg_mr(const Pd& pdh, void* addr, size_t length, uint64_t iova, uint32_t acc) {
     PdObj* p = pdh.device() == this ? pd(pdh.handle()) : nullptr;
     if (!p) return Result<Mr>::error(Status::bad_handle);
     if (Status s = check_mr_args(attr_, addr, length, acc); s != Status::ok) return Result<Mr>::error(s);
+    if (Status s = check_iova(iova, length); s != Status::ok) return Result<Mr>::error(s);
     auto o = std::make_unique<MrObj>();
     MrObj* m = o.get();
     const int64_t i = mrs_.insert(std::move(o));
@@ -153,7 +163,7 @@ Result<Mr> Device::reg_mr(const Pd& pdh, void* addr, size_t length, uint32_t acc
     m->handle = make_handle(mrs_, uint32_t(i));
     m->pd = p;
     m->host = static_cast<uint8_t*>(addr);
-    m->iova = reinterpret_cast<uintptr_t>(addr);
+    m->iova = iova;
     m->length = length;
     m->access = acc;
     m->lkey = m->rkey = m->handle;  // index << 8 | variant, as rxe and mlx5 build keys
@@ -176,6 +186,10 @@ Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, s
     const size_t nl = flags & rereg::change_translation ? length : m->length;
     const uint32_t nacc = flags & rereg::change_access ? acc : m->access;
     if (Status s = check_mr_args(attr_, na, nl, nacc); s != Status::ok) return s;
+    // A new translation names the region by its new address (ibv_rereg_mr); otherwise the iova
+    // stays, also for an MR registered with its own iova.
+    const uint64_t niova = flags & rereg::change_translation ? uint64_t(reinterpret_cast<uintptr_t>(na)) : m->iova;
+    if (Status s = check_iova(niova, nl); s != Status::ok) return s;
     // All checks passed: change everything at once, with new keys.
     const uint32_t idx = h >> 8;
     const uint8_t gen = mrs_.bump(idx);
@@ -183,7 +197,7 @@ Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, s
     ++np->users;
     m->pd = np;
     m->host = static_cast<uint8_t*>(na);
-    m->iova = reinterpret_cast<uintptr_t>(na);
+    m->iova = niova;
     m->length = nl;
     m->access = nacc;
     m->handle = m->lkey = m->rkey = idx << 8 | gen;

@@ -207,6 +207,9 @@ public:
 
     Result<Pd> alloc_pd();
     Result<Mr> reg_mr(const Pd& pd, void* addr, size_t length, uint32_t access);
+    // ibv_reg_mr_iova: the bytes are at `host` in this process while SGEs and peers name them by
+    // `iova` (the daemon registers a client's memory mapped at another address than the client's).
+    Result<Mr> reg_mr(const Pd& pd, void* host, size_t length, uint64_t iova, uint32_t access);
     Result<Cq> create_cq(int cqe, CompChannel* channel = nullptr, uint64_t cq_context = 0);
     Result<Qp> create_qp(const Pd& pd, QpInitAttr& init);  // init.cap is updated to what was granted
     Result<Srq> create_srq(const Pd& pd, SrqAttr& attr);
@@ -249,6 +252,12 @@ public:
     uint32_t num_qps() const { return qps_.size(); }
     uint32_t num_srqs() const { return srqs_.size(); }
     uint32_t num_ahs() const { return ahs_.size(); }
+    // Read-only views of the tables, for resource listings (control path only).
+    const Table<PdObj>& pd_table() const { return pds_; }
+    const Table<MrObj>& mr_table() const { return mrs_; }
+    const Table<CqObj>& cq_table() const { return cqs_; }
+    const Table<QpObj>& qp_table() const { return qps_; }
+    const Table<SrqObj>& srq_table() const { return srqs_; }
 
 private:
     friend class Pd;

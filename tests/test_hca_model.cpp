@@ -1099,3 +1099,56 @@ TEST_CASE("more work request validation: receives, SRQ, atomics, inline, foreign
     Device d2(na);
     CHECK(d2.query_device().atomic_cap == AtomicCap::none);
 }
+
+TEST_CASE("an MR with its own iova (ibv_reg_mr_iova): SGEs, R_Keys and atomics name the iova, bytes land at host", "[dma][mr]") {
+    Fixture f;
+    const PdObj* pd = f.dev.pd(f.pd.handle());
+    std::vector<uint8_t> host(256, 0);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = uint8_t(i);
+    constexpr uint64_t kIova = 0x7f0000001000ull;  // the client's address, not ours
+    auto mr = f.dev.reg_mr(f.pd, host.data(), host.size(), kIova, kAllAccess);
+    REQUIRE(mr.ok());
+    CHECK(mr->addr() == kIova);
+    CHECK(mr->length() == 256);
+    // gather 8 bytes at iova+16 -> host[16..24)
+    Sge s{kIova + 16, 8, mr->lkey()};
+    std::vector<uint8_t> out(8);
+    REQUIRE(f.dev.dma().gather(pd, &s, 1, 0, out) == MrError::ok);
+    CHECK(out == std::vector<uint8_t>{16, 17, 18, 19, 20, 21, 22, 23});
+    // scatter at iova+250 -> host[250..256); one past the end refused, nothing written
+    const uint8_t six[6] = {0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5};
+    Sge s2{kIova + 250, 6, mr->lkey()};
+    REQUIRE(f.dev.dma().scatter(pd, &s2, 1, 0, six) == MrError::ok);
+    CHECK(std::memcmp(&host[250], six, 6) == 0);
+    const auto before = host;
+    const uint8_t seven[7] = {};
+    Sge s3{kIova + 250, 7, mr->lkey()};
+    CHECK(f.dev.dma().scatter(pd, &s3, 1, 0, seven) == MrError::out_of_bounds);
+    CHECK(host == before);
+    // the host address is no address of this MR
+    Sge s4{uint64_t(reinterpret_cast<uintptr_t>(host.data())), 8, mr->lkey()};
+    CHECK(f.dev.dma().gather(pd, &s4, 1, 0, out) == MrError::out_of_bounds);
+    // remote write, read and atomic by iova
+    const uint8_t w[4] = {9, 8, 7, 6};
+    REQUIRE(f.dev.dma().remote_write(pd, mr->rkey(), kIova + 100, w) == MrError::ok);
+    CHECK(std::memcmp(&host[100], w, 4) == 0);
+    uint8_t r[3] = {};
+    REQUIRE(f.dev.dma().remote_read(pd, mr->rkey(), kIova + 1, r) == MrError::ok);
+    CHECK((r[0] == 1 && r[1] == 2 && r[2] == 3));
+    uint64_t v = 40;
+    std::memcpy(&host[64], &v, 8);
+    uint64_t orig = 0;
+    REQUIRE(f.dev.dma().atomic(pd, mr->rkey(), kIova + 64, AtomicOp::fetch_add, 2, 0, orig) == MrError::ok);
+    CHECK(orig == 40);
+    std::memcpy(&v, &host[64], 8);
+    CHECK(v == 42);
+    // rereg of the access keeps the iova; a new translation names the new address
+    Mr m = std::move(mr.value);
+    REQUIRE(m.rereg(rereg::change_access, nullptr, nullptr, 0, access::local_write) == Status::ok);
+    CHECK(m.addr() == kIova);
+    REQUIRE(m.rereg(rereg::change_translation, nullptr, host.data(), 128, 0) == Status::ok);
+    CHECK(m.addr() == uint64_t(reinterpret_cast<uintptr_t>(host.data())));
+    CHECK(m.length() == 128);
+    // an iova range that wraps is refused
+    CHECK(f.dev.reg_mr(f.pd, host.data(), 256, ~uint64_t(0) - 100, 0).status == Status::invalid_argument);
+}

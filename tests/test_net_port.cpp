@@ -526,7 +526,8 @@ TEST_CASE("capture: every frame received and sent exactly once, refused frames w
         Frame two[2];
         for (int i = 0; i < 2; ++i) {
             REQUIRE(net.alloc(two[i]));
-            const Bytes b = roce_frame(true);
+            Bytes b = roce_frame(false, kIpB, kMacB);  // to the peer: frames to us would loop back
+            b[b.size() - 5] = uint8_t(10 + i);
             std::memcpy(two[i].data, b.data(), b.size());
             two[i].len = uint32_t(b.size());
             expect.push_back({b, clock.now_ns()});
@@ -752,6 +753,84 @@ TEST_CASE("no own address of the family: resolve fails at once, counted, nothing
     CHECK(net.net_stats().resolve_no_address == 1);
     CHECK(net.net_stats().nd_tx_ns == 0);
     CHECK(wire.stats(0).sent == 0);
+}
+
+TEST_CASE("loopback: RoCE v2 to our own MAC and IP comes back through rx, unchanged, never on the wire; a full ring refuses") {
+    VirtualClock clock(1'000'000'000);
+    WireConfig wc = wire_config();
+    wc.pool_frames = 256;
+    wc.rx_ring = 256;
+    MemWire wire(wc, clock);
+    NetPort net(wire.end(0), clock, net_config());
+    Port& peer = wire.end(1);
+    const std::string path = "net_port_loopback.pcap";
+    PcapWriter w(path);
+    REQUIRE(w.ok());
+    net.set_capture(&w);
+    // Our own address resolves to our MAC without a request on the wire.
+    pkt::Mac m{};
+    CHECK(net.resolve(pkt::ipv4_mapped_gid(kIpA), m) == NeighborState::reachable);
+    CHECK(m == kMacA);
+    CHECK(net.resolve(kIp6A, m) == NeighborState::reachable);
+    CHECK(net.net_stats().arp_tx_requests == 0);
+    CHECK(net.net_stats().nd_tx_ns == 0);
+
+    // One burst: to us (IPv4), to the peer, to us (IPv6); order kept on each side.
+    const Bytes self4 = roce_frame(false), self6 = roce_frame(true), other = roce_frame(false, kIpB, kMacB);
+    Frame fs[3];
+    for (int i = 0; i < 3; ++i) {
+        const Bytes& b = i == 0 ? self4 : i == 1 ? other : self6;
+        REQUIRE(net.alloc(fs[i]));
+        std::memcpy(fs[i].data, b.data(), b.size());
+        fs[i].len = uint32_t(b.size());
+    }
+    REQUIRE(net.tx_burst(fs, 3) == 3);
+    CHECK(net.net_stats().loopback == 2);
+    clock.advance(10'000);
+    Frame got[8];
+    uint16_t n = peer.rx_burst(got, 8);
+    REQUIRE(n == 1);  // only the peer's frame crossed the wire
+    CHECK(Bytes(got[0].data, got[0].data + got[0].len) == other);
+    peer.free(got[0]);
+    n = net.rx_burst(got, 8);
+    REQUIRE(n == 2);
+    CHECK(Bytes(got[0].data, got[0].data + got[0].len) == self4);
+    CHECK(Bytes(got[1].data, got[1].data + got[1].len) == self6);
+    net.free(got[0]);
+    net.free(got[1]);
+    CHECK(net.net_stats().rx_roce == 2);
+    CHECK(net.rx_burst(got, 8) == 0);
+
+    // A full ring (kLoopback frames waiting) refuses the next one: the caller keeps it.
+    std::vector<Frame> many(NetPort::kLoopback + 1);
+    for (auto& f : many) {
+        REQUIRE(net.alloc(f));
+        std::memcpy(f.data, self4.data(), self4.size());
+        f.len = uint32_t(self4.size());
+    }
+    CHECK(net.tx_burst(many.data(), uint16_t(many.size())) == NetPort::kLoopback);
+    CHECK(net.net_stats().loopback == 2 + NetPort::kLoopback);
+    net.free(many.back());
+    uint32_t back = 0;
+    while ((n = net.rx_burst(got, 8)) != 0) {
+        for (uint16_t i = 0; i < n; ++i) {
+            CHECK(Bytes(got[i].data, got[i].data + got[i].len) == self4);
+            net.free(got[i]);
+        }
+        back += n;
+    }
+    CHECK(back == NetPort::kLoopback);
+    CHECK(wire.pool_free(0) == wire.pool_frames());  // every buffer went back
+    net.set_capture(nullptr);
+    w.flush();
+    // Captured exactly once each: 3 + kLoopback frames sent, none again when received.
+    PcapReader r(path);
+    REQUIRE(r.ok());
+    PcapFrame pf;
+    size_t count = 0;
+    while (r.next(pf)) ++count;
+    CHECK(count == 3 + NetPort::kLoopback);
+    std::remove(path.c_str());
 }
 
 TEST_CASE("NetStats: one name per field, in order") {

@@ -33,6 +33,14 @@ extern const char* const kAttachHelp;
 // not one; -1 with `err` if its value is missing or bad.
 int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::string& err);
 
+// --device SPEC for the tools that can use hcaemud (pingpong, perf): takes "--device SPEC" or
+// "--device=SPEC" as take_attach_option does (1 taken, 0 not it, -1 with err: no value).
+extern const char* const kDeviceHelp;
+int take_device_option(int argc, char** argv, int& i, std::string& device, std::string& err);
+// What is wrong with `device` and the attach options, or "": an unknown spec; "unix:PATH" with an
+// attach option (a daemon owns its port), the first one given named in `first_attach`.
+std::string device_conflict(const std::string& device, const std::string& first_attach);
+
 // An address with a prefix length: IPv4 as its IPv4-mapped GID.
 struct IpPrefix {
     pkt::Ip6 gid{};
@@ -54,6 +62,7 @@ public:
     Device& dev() { return *dev_; }
     transport::Hca& hca() { return *hca_; }
     port::NetPort& net() { return *net_; }
+    port::DpdkPort& dpdk() { return *dpdk_; }  // link statistics (hcaemud's counters)
     const pkt::Ip6& gid() const { return ip_.gid; }  // our address as a GID
     int gid_index() const { return gid_index_; }       // its index in the GID table
     uint64_t now_ns() const { return clock_.now_ns(); }

@@ -21,5 +21,7 @@ int cmd_demo(int argc, char** argv);
 int cmd_sim(int argc, char** argv);
 int cmd_pingpong(int argc, char** argv);
 int cmd_perf(int argc, char** argv);
+int cmd_res(int argc, char** argv);
+int cmd_stat(int argc, char** argv);
 
 }  // namespace hcaemu::tools

@@ -1,10 +1,12 @@
-// hcaemu perf: perftest's tests on an HCA attached to a wire (see tools/perf.hpp).
+// hcaemu perf: perftest's tests on an hcaemu HCA, in this process attached to a wire or in hcaemud
+// (--device unix:PATH) (see tools/perf.hpp).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "tools/attach.hpp"
 #include "tools/cli.hpp"
+#include "tools/lib/api.hpp"
 #include "tools/oob_tcp.hpp"
 #include "tools/perf.hpp"
 
@@ -13,25 +15,35 @@ namespace hcaemu::tools {
 int cmd_perf(int argc, char** argv) {
     if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
         std::fputs(perf::kPerfHelp, argc < 2 ? stderr : stdout);
+        std::fputs(kDeviceHelp, argc < 2 ? stderr : stdout);
         std::fputs(kAttachHelp, argc < 2 ? stderr : stdout);
         return argc < 2 ? kExitUsage : kExitOk;
     }
     perf::Options o;
     AttachOptions ao;
-    std::string err;
-    const auto attach_opt = [&ao](int ac, char** av, int& i, std::string& e) { return take_attach_option(ac, av, i, ao, e); };
-    if (!perf::parse_options(argc - 1, argv + 1, o, attach_opt, err)) {
+    std::string device, first_attach, err;
+    const auto other = [&](int ac, char** av, int& i, std::string& e) {
+        if (const int t = take_device_option(ac, av, i, device, e)) return t;
+        const std::string a = av[i];
+        const int t = take_attach_option(ac, av, i, ao, e);
+        if (t > 0 && first_attach.empty()) first_attach = a.substr(0, a.find('='));
+        return t;
+    };
+    if (!perf::parse_options(argc - 1, argv + 1, o, other, err)) {
         if (err == "help") {
             std::fputs(perf::kPerfHelp, stdout);
+            std::fputs(kDeviceHelp, stdout);
             std::fputs(kAttachHelp, stdout);
             return kExitOk;
         }
         return usage_error("perf", err);
     }
-    if (ao.ip.empty()) return usage_error("perf", "--ip ADDR/LEN is required (this HCA's address)");
+    if (const std::string c = device_conflict(device, first_attach); !c.empty()) return usage_error("perf", c);
+    const bool local = device.empty() || device == "local";
+    if (local && ao.ip.empty()) return usage_error("perf", "--ip ADDR/LEN is required (this HCA's address)");
 
-    auto a = Attached::open(ao, err);
-    if (!a) {
+    auto ctx = api::open_device(device, ao, err);
+    if (!ctx) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
         return kExitFail;
     }
@@ -50,11 +62,8 @@ int cmd_perf(int argc, char** argv) {
         return kExitFail;
     }
     perf::Env env;
-    env.dev = &a->dev();
-    env.poll = [&a] { return a->poll(); };
-    env.gid = a->gid();
-    env.gid_index = a->gid_index();
-    env.resolve = [&a, &o](const Gid& peer, std::string& e) { return a->resolve(peer, o.oob_timeout_ms, e); };
+    env.ctx = ctx.get();
+    env.resolve_timeout_ms = o.oob_timeout_ms;
     const int rc = perf::run(o, env, *conn, err);
     if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
     return rc;

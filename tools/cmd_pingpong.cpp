@@ -13,6 +13,7 @@
 
 #include "tools/attach.hpp"
 #include "tools/cli.hpp"
+#include "tools/lib/api.hpp"
 #include "tools/oob.hpp"
 #include "tools/oob_tcp.hpp"
 
@@ -23,6 +24,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: hcaemu pingpong [OPTIONS] --ip ADDR/LEN --eal \"EAL ARGS\"          server: waits for a client\n"
     "       hcaemu pingpong [OPTIONS] --ip ADDR/LEN --eal \"EAL ARGS\" HOST     client: connects to HOST\n"
+    "       hcaemu pingpong [OPTIONS] --device unix:PATH [HOST]              the same on hcaemud's HCA\n"
     "\n"
     "ibv_rc_pingpong on an hcaemu HCA: swaps QP numbers, PSNs and GIDs with the peer over TCP as\n"
     "ibv_rc_pingpong does, connects an RC QP and ping-pongs SENDs of SIZE bytes ITERS times. It\n"
@@ -66,6 +68,8 @@ struct Args {
     bool stats = false;
     std::string server;
     AttachOptions attach;
+    std::string device;        // --device SPEC
+    std::string first_attach;  // the first attach option given (refused with a daemon)
 };
 
 std::optional<Mtu> mtu_from_bytes(uint64_t v) {
@@ -84,11 +88,18 @@ int parse_args(int argc, char** argv, Args& a) {
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
         std::string err;
+        const int d = take_device_option(argc, argv, i, a.device, err);
+        if (d < 0) return usage_error("pingpong", err);
+        if (d > 0) continue;
         const int t = take_attach_option(argc, argv, i, a.attach, err);
         if (t < 0) return usage_error("pingpong", err);
-        if (t > 0) continue;
+        if (t > 0) {
+            if (a.first_attach.empty()) a.first_attach = opt.substr(0, opt.find('='));
+            continue;
+        }
         if (opt == "-h" || opt == "--help") {
             std::fputs(kHelp, stdout);
+            std::fputs(kDeviceHelp, stdout);
             std::fputs(kAttachHelp, stdout);
             return -1;
         }
@@ -160,6 +171,14 @@ int parse_args(int argc, char** argv, Args& a) {
     return 0;
 }
 
+// --stats: the device's counters that are not zero, one "name value" a line, on stderr.
+void print_stats(api::Context& ctx) {
+    api::Stats st;
+    if (ctx.read_stats(st) != Status::ok) return;
+    for (const auto& [n, v] : st.device)
+        if (v) std::fprintf(stderr, "%-28s %llu\n", n.c_str(), static_cast<unsigned long long>(v));
+}
+
 // inet_ntop(AF_INET6) spelling, as ibv_rc_pingpong prints a GID (::ffff:a.b.c.d for IPv4).
 std::string gid_text(const pkt::Ip6& g) {
     return pkt::is_ipv4_mapped(g) ? "::ffff:" + gid_to_string(g) : gid_to_string(g);
@@ -167,40 +186,62 @@ std::string gid_text(const pkt::Ip6& g) {
 
 class Pingpong {
 public:
-    Pingpong(Attached& at, const Args& a) : at_(at), a_(a), buf_(a.size, kFill) {}
+    Pingpong(api::Context& ctx, const Args& a) : ctx_(ctx), a_(a) {}
+    // The objects go before the memory they use.
+    ~Pingpong() {
+        qp_.reset();
+        cq_.reset();
+        chan_.reset();
+        mr_.reset();
+        pd_.reset();
+        if (buf_.data) ctx_.free_buffer(buf_);
+    }
+    Pingpong(const Pingpong&) = delete;
+    Pingpong& operator=(const Pingpong&) = delete;
 
     int run() {
-        Device& dev = at_.dev();
-        pd_ = std::move(dev.alloc_pd().value);
-        auto mr = dev.reg_mr(pd_, buf_.data(), buf_.size(), access::local_write);
+        api::Context& dev = ctx_;
+        auto b = dev.alloc_buffer(a_.size);
+        if (!b.ok()) return fail("Couldn't allocate work buf.");
+        buf_ = b.value;
+        std::memset(buf_.data, kFill, buf_.size);
+        auto pd = dev.alloc_pd();
+        if (!pd.ok()) return fail("Couldn't allocate PD");
+        pd_ = std::move(pd.value);
+        auto mr = dev.reg_mr(*pd_, buf_.data, buf_.size, access::local_write);
         if (!mr.ok()) return fail("Couldn't register MR");
         mr_ = std::move(mr.value);
-        auto cq = dev.create_cq(int(a_.rx_depth + 1), a_.events ? &chan_ : nullptr);
+        if (a_.events) {
+            auto ch = dev.create_comp_channel();
+            if (!ch.ok()) return fail("Couldn't create completion channel");
+            chan_ = std::move(ch.value);
+        }
+        auto cq = dev.create_cq(int(a_.rx_depth + 1), chan_.get());
         if (!cq.ok()) return fail("Couldn't create CQ");
         cq_ = std::move(cq.value);
-        QpInitAttr ia;
-        ia.send_cq = &cq_;
-        ia.recv_cq = &cq_;
+        api::QpInitAttr ia;
+        ia.send_cq = cq_.get();
+        ia.recv_cq = cq_.get();
         ia.qp_type = QpType::rc;
         ia.cap = {1, a_.rx_depth, 1, 1, 0};
-        auto qp = dev.create_qp(pd_, ia);
+        auto qp = dev.create_qp(*pd_, ia);
         if (!qp.ok()) return fail("Couldn't create QP");
         qp_ = std::move(qp.value);
         QpAttr init;
         init.qp_state = QpState::init;
         init.port_num = 1;
-        if (!qp_.modify(init, qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::access_flags).ok())
+        if (!qp_->modify(init, qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::access_flags).ok())
             return fail("Failed to modify QP to INIT");
         routs_ = post_recv(a_.rx_depth);
         if (routs_ < a_.rx_depth) return fail("Couldn't post receive (" + std::to_string(routs_) + ")");
-        if (a_.events && cq_.req_notify(false) != Status::ok) return fail("Couldn't request CQ notification");
+        if (a_.events && cq_->req_notify(false) != Status::ok) return fail("Couldn't request CQ notification");
 
-        const int gidx = a_.gidx >= 0 ? a_.gidx : at_.gid_index();
+        const int gidx = a_.gidx >= 0 ? a_.gidx : ctx_.gid_index();
         GidEntry ge;
         if (dev.query_gid(1, gidx, ge) != Status::ok) return fail("can't read sgid of index " + std::to_string(gidx));
         gidx_ = uint8_t(gidx);
         oob::PingpongDest me;
-        me.qpn = qp_.qpn();
+        me.qpn = qp_->qpn();
         me.psn = std::random_device{}() & 0xffffff;
         me.gid = ge.gid;
         my_psn_ = me.psn;
@@ -224,7 +265,7 @@ private:
     }
 
     uint32_t post_recv(uint32_t n) {
-        Sge sge{uint64_t(uintptr_t(buf_.data())), a_.size, mr_.lkey()};
+        Sge sge{uint64_t(uintptr_t(buf_.data)), a_.size, mr_->lkey()};
         RecvWr wr;
         wr.wr_id = kRecvWrid;
         wr.sg_list = &sge;
@@ -232,14 +273,14 @@ private:
         uint32_t i = 0;
         for (; i < n; ++i) {
             const RecvWr* bad = nullptr;
-            if (!ok(qp_.post_recv(&wr, &bad))) break;
+            if (!ok(qp_->post_recv(&wr, &bad))) break;
         }
         return i;
     }
     static bool ok(Status s) { return s == Status::ok; }
 
     bool post_send() {
-        Sge sge{uint64_t(uintptr_t(buf_.data())), a_.size, mr_.lkey()};
+        Sge sge{uint64_t(uintptr_t(buf_.data)), a_.size, mr_->lkey()};
         SendWr wr;
         wr.wr_id = kSendWrid;
         wr.sg_list = &sge;
@@ -247,14 +288,14 @@ private:
         wr.opcode = WrOpcode::send;
         wr.send_flags = send_flag::signaled;
         const SendWr* bad = nullptr;
-        return ok(qp_.post_send(&wr, &bad));
+        return ok(qp_->post_send(&wr, &bad));
     }
 
     // Resolves the peer's MAC (ARP or ND) and moves the QP to RTR and RTS with ibv_rc_pingpong's
     // attributes.
     int connect(const oob::PingpongDest& rem) {
         std::string err;
-        if (!at_.resolve(rem.gid, a_.timeout_s * 1000, err)) return fail("Couldn't reach the remote QP's address: " + err);
+        if (!ctx_.resolve(rem.gid, a_.timeout_s * 1000, err)) return fail("Couldn't reach the remote QP's address: " + err);
         QpAttr a;
         a.qp_state = QpState::rtr;
         a.path_mtu = a_.mtu;
@@ -266,7 +307,7 @@ private:
         a.ah_attr.hop_limit = 1;  // ibv_rc_pingpong's GRH hop limit
         a.ah_attr.sgid_index = gidx_;
         a.ah_attr.sl = a_.sl;
-        if (!qp_.modify(a, qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn |
+        if (!qp_->modify(a, qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn |
                                qp_attr::max_dest_rd_atomic | qp_attr::min_rnr_timer)
                  .ok())
             return fail("Failed to modify QP to RTR");
@@ -276,7 +317,7 @@ private:
         a.rnr_retry = 7;
         a.sq_psn = my_psn_;
         a.max_rd_atomic = 1;
-        if (!qp_.modify(a, qp_attr::state | qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry |
+        if (!qp_->modify(a, qp_attr::state | qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry |
                                qp_attr::sq_psn | qp_attr::max_qp_rd_atomic)
                  .ok())
             return fail("Failed to modify QP to RTS");
@@ -288,7 +329,7 @@ private:
     int server_exchange(const oob::PingpongDest& me, oob::PingpongDest& rem) {
         std::string err;
         const uint64_t ms = a_.timeout_s * 1000;
-        auto c = OobConn::accept(a_.port, ms, err, [this] { return at_.poll() != 0; });
+        auto c = OobConn::accept(a_.port, ms, err, [this] { return ctx_.poll() != 0; });
         if (!c) return fail("Couldn't listen to port " + std::to_string(a_.port) + ": " + err);
         std::array<uint8_t, oob::kPingpongLen> msg{};
         if (!c->read_exact(msg, ms, err)) return fail("Couldn't read remote address: " + err);
@@ -306,7 +347,7 @@ private:
     int client_exchange(const oob::PingpongDest& me, oob::PingpongDest& rem) {
         std::string err;
         const uint64_t ms = a_.timeout_s * 1000;
-        auto c = OobConn::connect(a_.server, a_.port, ms, err, [this] { return at_.poll() != 0; });
+        auto c = OobConn::connect(a_.server, a_.port, ms, err, [this] { return ctx_.poll() != 0; });
         if (!c) return fail("Couldn't connect to " + a_.server + ":" + std::to_string(a_.port) + ": " + err);
         const auto mine = oob::format(me);
         if (!c->write_all(mine, ms, err)) return fail("Couldn't send local address: " + err);
@@ -324,9 +365,9 @@ private:
     bool check(uint32_t iter) const {
         for (uint32_t i = 0; i < a_.size; ++i) {
             const uint8_t want = i % kPage == 0 ? 0 : kFill;
-            if (buf_[i] != want) {
+            if (buf_.data[i] != want) {
                 std::fprintf(stderr, "Invalid data in byte %u after receive %u: 0x%02x, expected 0x%02x\n", i, iter,
-                             buf_[i], want);
+                             buf_.data[i], want);
                 return false;
             }
         }
@@ -339,16 +380,16 @@ private:
     int wait_wc(std::span<Wc> wc) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a_.timeout_s);
         for (;;) {
-            const size_t moved = at_.poll();
+            const size_t moved = ctx_.poll();
             if (a_.events) {
                 CqEvent ev;
-                if (chan_.get_cq_event(ev)) {
+                if (chan_->get_cq_event(ev)) {
                     ++events_;
-                    if (cq_.req_notify(false) != Status::ok) return -1;
-                    const int n = cq_.poll(wc);
+                    if (cq_->req_notify(false) != Status::ok) return -1;
+                    const int n = cq_->poll(wc);
                     if (n) return n;
                 }
-            } else if (const int n = cq_.poll(wc)) {
+            } else if (const int n = cq_->poll(wc)) {
                 return n;
             }
             if (std::chrono::steady_clock::now() > end) return -2;
@@ -360,7 +401,7 @@ private:
         pending_ = kRecvWrid;
         if (!a_.server.empty()) {
             if (a_.chk)
-                for (uint32_t i = 0; i < a_.size; i += kPage) buf_[i] = 0;
+                for (uint32_t i = 0; i < a_.size; i += kPage) buf_.data[i] = 0;
             if (!post_send()) return fail("Couldn't post send");
             pending_ |= kSendWrid;
         }
@@ -408,24 +449,24 @@ private:
         std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec / 1e6, double(bytes) * 8. / usec);
         std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", a_.iters, usec / 1e6, usec / a_.iters);
         if (a_.chk) std::printf("data check: %u messages of %u bytes received as sent\n", rcnt, a_.size);
-        cq_.ack_events(events_);
+        cq_->ack_events(events_);
         // Let the last ACKs leave before the QP goes away (the peer may still be waiting for one),
         // and no longer: polling after the peer has gone is pointless (and a net_memif peer's
         // disconnect races with a poll inside the PMD in DPDK 22.11).
         const auto drain_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-        while (at_.hca().has_work() && std::chrono::steady_clock::now() < drain_end) at_.poll();
+        while (ctx_.busy() && std::chrono::steady_clock::now() < drain_end) ctx_.poll();
         // (DpdkPort::close() lets a net_memif peer read the last frames before disconnecting.)
         return kExitOk;
     }
 
-    Attached& at_;
+    api::Context& ctx_;
     const Args& a_;
-    std::vector<uint8_t> buf_;
-    CompChannel chan_;
-    Pd pd_;
-    Mr mr_;
-    Cq cq_;
-    Qp qp_;
+    api::Buffer buf_;  // from the device (a daemon DMAs it in place); freed after the objects
+    std::unique_ptr<api::Pd> pd_;
+    std::unique_ptr<api::Mr> mr_;
+    std::unique_ptr<api::CompChannel> chan_;  // -e only
+    std::unique_ptr<api::Cq> cq_;
+    std::unique_ptr<api::Qp> qp_;
     uint32_t routs_ = 0;
     uint64_t pending_ = 0;
     uint32_t events_ = 0;
@@ -438,19 +479,21 @@ private:
 int cmd_pingpong(int argc, char** argv) {
     Args a;
     if (const int r = parse_args(argc, argv, a)) return r < 0 ? kExitOk : r;
-    if (a.attach.ip.empty()) return usage_error("pingpong", "--ip ADDR/LEN is required (this HCA's address)");
+    if (const std::string c = device_conflict(a.device, a.first_attach); !c.empty()) return usage_error("pingpong", c);
+    const bool local = a.device.empty() || a.device == "local";
+    if (local && a.attach.ip.empty()) return usage_error("pingpong", "--ip ADDR/LEN is required (this HCA's address)");
     std::string err;
-    auto at = Attached::open(a.attach, err);
-    if (!at) {
+    auto ctx = api::open_device(a.device, a.attach, err);
+    if (!ctx) {
         std::fprintf(stderr, "hcaemu pingpong: %s\n", err.c_str());
         return kExitFail;
     }
     int r = 0;
     {
-        Pingpong pp(*at, a);
+        Pingpong pp(*ctx, a);
         r = pp.run();
     }
-    if (a.stats) std::fputs(at->stats_text().c_str(), stderr);
+    if (a.stats) print_stats(*ctx);
     return r;
 }
 

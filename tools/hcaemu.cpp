@@ -22,6 +22,10 @@ constexpr const char* kHelp =
     "                      an unmodified ibv_rc_pingpong (same flags, same exchange, same output)\n"
     "  perf TEST [SERVER]  perftest's ib_<TEST> (write_bw, read_bw, send_bw, atomic_bw, write_lat,\n"
     "                      read_lat, send_lat, atomic_lat) over DPDK, facing hcaemu or perftest\n"
+    "  res show KIND       the objects (pd, mr, cq, qp, srq) of a running hcaemud, every client's,\n"
+    "                      one line each (--json, --device unix:PATH)\n"
+    "  stat                every counter of a running hcaemud: device, net, link, daemon\n"
+    "                      (--json, --device unix:PATH)\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
@@ -43,6 +47,8 @@ int main(int argc, char** argv) {
     if (sub == "sim") return hcaemu::tools::cmd_sim(argc - 1, argv + 1);
     if (sub == "pingpong") return hcaemu::tools::cmd_pingpong(argc - 1, argv + 1);
     if (sub == "perf") return hcaemu::tools::cmd_perf(argc - 1, argv + 1);
+    if (sub == "res") return hcaemu::tools::cmd_res(argc - 1, argv + 1);
+    if (sub == "stat") return hcaemu::tools::cmd_stat(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

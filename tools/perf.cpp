@@ -50,14 +50,21 @@ Mtu mtu_enum(uint32_t bytes) {
          : bytes >= 512 ? Mtu::mtu512 : Mtu::mtu256;
 }
 
-struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
-};
-
 class Session {
 public:
     Session(const Options& o, Env& env, OobConn& conn, std::string& err)
-        : o_(o), env_(env), conn_(conn), err_(err), client_(!o.server.empty()), nq_(o.num_qps) {}
+        : o_(o), env_(env), ctx_(*env.ctx), conn_(conn), err_(err), client_(!o.server.empty()), nq_(o.num_qps) {}
+    // The objects go before the memory they use.
+    ~Session() {
+        ahs_.clear();
+        qps_.clear();
+        cq_.reset();
+        mr_.reset();
+        pd_.reset();
+        if (mem_.data) ctx_.free_buffer(mem_);
+    }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
 
     int run();
 
@@ -78,7 +85,7 @@ private:
     // nap (OobConn sleeps on its socket when this says nothing was done).
     bool idle() {
         const uint64_t t = now_ns();
-        if (env_.poll()) last_busy_ns_ = t;
+        if (ctx_.poll()) last_busy_ns_ = t;
         return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
@@ -112,8 +119,8 @@ private:
     // ---- resources ----
     bool setup();
     bool connect(size_t q);
-    uint8_t* src(size_t q) { return mem_.get() + q * block_; }
-    uint8_t* dst(size_t q) { return mem_.get() + (nq_ + q) * block_; }
+    uint8_t* src(size_t q) { return mem_.data + q * block_; }
+    uint8_t* dst(size_t q) { return mem_.data + (nq_ + q) * block_; }
     // where a SEND's payload lands: UD puts the GRH in the 40 bytes before it
     uint8_t* sink(size_t q) { return dst(q) + (ud_ ? cache_line_ : 0); }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
@@ -144,6 +151,7 @@ private:
 
     const Options& o_;
     Env& env_;
+    api::Context& ctx_;
     OobConn& conn_;
     std::string& err_;
     const bool client_;
@@ -158,12 +166,12 @@ private:
     int gid_index_ = 1;
     Gid gid_{};
 
-    std::unique_ptr<uint8_t, FreeDeleter> mem_;  // first: it outlives the MR and QPs that use it
-    Pd pd_;
-    Mr mr_;
-    Cq cq_;
-    std::vector<Qp> qps_;
-    std::vector<Ah> ahs_;  // UD: one per QP, to the peer's GID
+    api::Buffer mem_;  // from the device (a daemon DMAs it in place); freed after the objects
+    std::unique_ptr<api::Pd> pd_;
+    std::unique_ptr<api::Mr> mr_;
+    std::unique_ptr<api::Cq> cq_;
+    std::vector<std::unique_ptr<api::Qp>> qps_;
+    std::vector<std::unique_ptr<api::Ah>> ahs_;  // UD: one per QP, to the peer's GID
     size_t block_ = 0;
     std::vector<oob::PerftestQpInfo> mine_, theirs_;
 
@@ -253,7 +261,7 @@ bool Session::close(bool eof_ok) {
 }
 
 bool Session::setup() {
-    Device& dev = *env_.dev;
+    api::Context& dev = ctx_;
     PortAttr pa;
     if (dev.query_port(1, pa) != Status::ok) return fail("cannot query port 1");
     mtu_ = pa.active_mtu;
@@ -263,7 +271,7 @@ bool Session::setup() {
                         std::to_string(mtu_bytes(pa.active_mtu)));
         mtu_ = mtu_enum(o_.mtu);
     }
-    gid_index_ = o_.gid_index >= 0 ? o_.gid_index : env_.gid_index;
+    gid_index_ = o_.gid_index >= 0 ? o_.gid_index : ctx_.gid_index();
     GidEntry ge;
     if (dev.query_gid(1, gid_index_, ge) != Status::ok) return fail("-x " + std::to_string(gid_index_) + ": no such GID");
     gid_ = ge.gid;
@@ -280,16 +288,16 @@ bool Session::connect(size_t q) {
     a.port_num = 1;
     a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
     a.qkey = kDefQkey;
-    ModifyResult m = qps_[q].modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port |
+    ModifyResult m = qps_[q]->modify(a, qp_attr::state | qp_attr::pkey_index | qp_attr::port |
                                            (ud_ ? qp_attr::qkey : qp_attr::access_flags));
     if (m.ok() && ud_) {
         // UD: RTR and RTS take nothing but the state and the send PSN (IBTA 11.2.5.3's table)
         a.qp_state = QpState::rtr;
-        m = qps_[q].modify(a, qp_attr::state);
+        m = qps_[q]->modify(a, qp_attr::state);
         if (m.ok()) {
             a.qp_state = QpState::rts;
             a.sq_psn = mine_[q].psn;
-            m = qps_[q].modify(a, qp_attr::state | qp_attr::sq_psn);
+            m = qps_[q]->modify(a, qp_attr::state | qp_attr::sq_psn);
         }
     } else if (m.ok()) {
         a.qp_state = QpState::rtr;
@@ -302,7 +310,7 @@ bool Session::connect(size_t q) {
         a.ah_attr.sgid_index = uint8_t(gid_index_);
         uint32_t mask = qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn;
         if (rc) mask |= qp_attr::max_dest_rd_atomic | qp_attr::min_rnr_timer;
-        m = qps_[q].modify(a, mask);
+        m = qps_[q]->modify(a, mask);
     }
     if (m.ok() && !ud_) {
         a.qp_state = QpState::rts;
@@ -313,14 +321,14 @@ bool Session::connect(size_t q) {
         a.max_rd_atomic = uint8_t(std::min<uint32_t>({out_reads_, std::max<uint32_t>(r.out_reads, 1), 255}));
         uint32_t mask = qp_attr::state | qp_attr::sq_psn;
         if (rc) mask |= qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry | qp_attr::max_qp_rd_atomic;
-        m = qps_[q].modify(a, mask);
+        m = qps_[q]->modify(a, mask);
     }
-    if (!m.ok()) return fail(std::string("cannot connect QP ") + std::to_string(qps_[q].qpn()) + ": " + name(m.status));
+    if (!m.ok()) return fail(std::string("cannot connect QP ") + std::to_string(qps_[q]->qpn()) + ": " + name(m.status));
     if (ud_) {
         AhAttr aa;
         aa.dgid = r.gid;
         aa.sgid_index = uint8_t(gid_index_);
-        auto ah = env_.dev->create_ah(pd_, aa);
+        auto ah = ctx_.create_ah(*pd_, aa);
         if (!ah.ok()) return fail(std::string("create_ah: ") + name(ah.status));
         ahs_.push_back(std::move(ah.value));
     }
@@ -328,20 +336,20 @@ bool Session::connect(size_t q) {
 }
 
 bool Session::post_recv(size_t q) {
-    Sge sge = ud_ ? Sge{addr(sink(q)) - kGrhLen, recv_len_, mr_.lkey()} : Sge{addr(dst(q)), uint32_t(block_), mr_.lkey()};
+    Sge sge = ud_ ? Sge{addr(sink(q)) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(dst(q)), uint32_t(block_), mr_->lkey()};
     RecvWr wr;
     wr.wr_id = q;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     const RecvWr* bad = nullptr;
-    const Status s = qps_[q].post_recv(&wr, &bad);
+    const Status s = qps_[q]->post_recv(&wr, &bad);
     if (s != Status::ok) return fail(std::string("post_recv: ") + name(s));
     return true;
 }
 
 bool Session::drain_cq() {
     for (;;) {
-        const int n = cq_.poll(wc_);
+        const int n = cq_->poll(wc_);
         if (n <= 0) return true;
         const uint64_t t = now_ns();
         for (int i = 0; i < n; ++i) {
@@ -370,7 +378,7 @@ bool Session::wait(Cond cond, const char* what) {
     uint64_t seen = total_sent_ + total_recvd_;
     for (uint64_t turn = 0;; ++turn) {
         if (cond()) return true;
-        env_.poll();
+        ctx_.poll();
         if (!drain_cq()) return false;
         if ((turn & 255) == 0) {
             const uint64_t t = now_ns();
@@ -442,7 +450,7 @@ void Session::print_dest(const oob::PerftestQpInfo& d, bool local) {
 }
 
 void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
-    sge = Sge{addr(src(q)), uint32_t(size), mr_.lkey()};
+    sge = Sge{addr(src(q)), uint32_t(size), mr_->lkey()};
     wr = SendWr{};
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -462,7 +470,7 @@ void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
     wr.atomic.compare_add = o_.atomic == AtomicOp::fetch_and_add ? 1 : 0;
     wr.atomic.swap = 0;
     if (ud_) {
-        wr.ud.ah = &ahs_[q];
+        wr.ud.ah = ahs_[q]->native();
         wr.ud.remote_qpn = theirs_[q].qpn;
         wr.ud.remote_qkey = kDefQkey;
     }
@@ -502,13 +510,13 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 wr[q].wr_id = n << 8 | q;
                 if (!timed) tposted_[total_posted] = now_ns();
                 const SendWr* bad = nullptr;
-                const Status s = qps_[q].post_send(&wr[q], &bad);
+                const Status s = qps_[q]->post_send(&wr[q], &bad);
                 if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
                 posted[q] = n;
                 ++total_posted;
             }
         }
-        env_.poll();
+        ctx_.poll();
         if (!drain_cq()) return false;
         if ((turn & 255) == 0) {
             const uint64_t t = now_ns();
@@ -579,7 +587,7 @@ bool Session::write_lat(uint64_t size) {
             *post_byte = uint8_t(++scnt);
             wr.wr_id = scnt << 8;
             const SendWr* bad = nullptr;
-            const Status s = qps_[0].post_send(&wr, &bad);
+            const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
             if (!wait([&] { return sent_[0] >= scnt; }, "RDMA WRITE completion")) return false;
         }
@@ -612,7 +620,7 @@ bool Session::send_lat(uint64_t size) {
             tposted_[scnt] = now_ns();
             wr.wr_id = ++scnt << 8;
             const SendWr* bad = nullptr;
-            const Status s = qps_[0].post_send(&wr, &bad);
+            const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
             if (!wait([&] { return sent_[0] >= scnt; }, "SEND completion")) return false;
         }
@@ -636,7 +644,7 @@ bool Session::read_atomic_lat(uint64_t size) {
         if (!timed) tposted_[n] = now_ns();
         wr.wr_id = ++n << 8;
         const SendWr* bad = nullptr;
-        const Status s = qps_[0].post_send(&wr, &bad);
+        const Status s = qps_[0]->post_send(&wr, &bad);
         if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
         if (!wait([&] { return sent_[0] >= n; }, "completion")) return false;
     }
@@ -735,16 +743,17 @@ int Session::run() {
 
     // Memory: per QP a source block then, after all of them, a destination block (the one the
     // peer is given), each as large as the largest message and a whole number of cycle buffers.
-    Device& dev = *env_.dev;
+    api::Context& dev = ctx_;
     // UD: the largest message is the MTU at most, after a cache line that takes the GRH
     const uint64_t max_size = o_.all_sizes && !ud_ ? kMaxAllSize : size_;
     const uint64_t need = max_size + (ud_ ? cache_line_ : 0);
     block_ = size_t((std::max<uint64_t>(need, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
     recv_len_ = uint32_t(max_size + kGrhLen);
     const size_t bytes = 2 * nq_ * block_;
-    mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(cycle_buffer_, bytes)));
-    if (!mem_) return fail("cannot allocate " + std::to_string(bytes) + " bytes"), 1;
-    for (size_t i = 0; i < bytes; ++i) mem_.get()[i] = pattern_byte(i % block_);
+    auto buf = dev.alloc_buffer(bytes);
+    if (!buf.ok()) return fail("cannot allocate " + std::to_string(bytes) + " bytes"), 1;
+    mem_ = buf.value;
+    for (size_t i = 0; i < bytes; ++i) mem_.data[i] = pattern_byte(i % block_);
     // Zero where data will land, so that --check sees what arrived, not what was there.
     for (size_t q = 0; q < nq_; ++q) {
         if (o_.verb == Verb::read || o_.verb == Verb::atomic) std::memset(src(q), 0, block_);
@@ -753,7 +762,7 @@ int Session::run() {
     auto pd = dev.alloc_pd();
     if (!pd.ok()) return fail(std::string("alloc_pd: ") + name(pd.status)), 1;
     pd_ = std::move(pd.value);
-    auto mr = dev.reg_mr(pd_, mem_.get(), bytes,
+    auto mr = dev.reg_mr(*pd_, mem_.data, bytes,
                          access::local_write | access::remote_write | access::remote_read | access::remote_atomic);
     if (!mr.ok()) return fail(std::string("reg_mr: ") + name(mr.status)), 1;
     mr_ = std::move(mr.value);
@@ -767,20 +776,20 @@ int Session::run() {
     sent_.assign(nq_, 0);
     recvd_.assign(nq_, 0);
     for (size_t q = 0; q < nq_; ++q) {
-        QpInitAttr ia;
-        ia.send_cq = &cq_;
-        ia.recv_cq = &cq_;
+        api::QpInitAttr ia;
+        ia.send_cq = cq_.get();
+        ia.recv_cq = cq_.get();
         ia.qp_type = o_.conn;
         ia.cap = {o_.tx_depth, o_.rx_depth, 1, 1, 0};
-        auto qp = dev.create_qp(pd_, ia);
+        auto qp = dev.create_qp(*pd_, ia);
         if (!qp.ok()) return fail(std::string("create_qp: ") + name(qp.status)), 1;
         qps_.push_back(std::move(qp.value));
         oob::PerftestQpInfo& m = mine_[q];
         m.lid = 0;
         m.out_reads = uint16_t(out_reads_);
-        m.qpn = qps_[q].qpn();
+        m.qpn = qps_[q]->qpn();
         m.psn = rd() & 0xFFFFFF;
-        m.rkey = mr_.rkey();
+        m.rkey = mr_->rkey();
         m.vaddr = addr(dst(q));
         m.gid = gid_;
         print_dest(m, true);
@@ -796,7 +805,7 @@ int Session::run() {
     if (pkt::is_ipv4_mapped(theirs_[0].gid) != pkt::is_ipv4_mapped(gid_))
         return fail("the peer's GID and ours are not of the same IP version"), 1;
     std::string e;
-    if (!env_.resolve(theirs_[0].gid, e)) return fail(e), 1;
+    if (!ctx_.resolve(theirs_[0].gid, env_.resolve_timeout_ms, e)) return fail(e), 1;
     for (size_t q = 0; q < nq_; ++q)
         if (!connect(q)) return 1;
     for (size_t q = 0; q < nq_; ++q)

@@ -1,7 +1,7 @@
 // `hcaemu perf`: perftest's ib_{write,read,send,atomic}_{bw,lat} on an hcaemu HCA, speaking
 // perftest's out-of-band protocol (version "6.06", Debian 12's perftest 4.5-0.17) so that either
-// side can be the unmodified tool. This part knows no DPDK: it takes a Device, a function that
-// turns the engine once, and an OobConn; tools/cmd_perf.cpp attaches it to a wire.
+// side can be the unmodified tool. This part knows no DPDK: it takes an api::Context (the HCA in this
+// process or in hcaemud) and an OobConn; tools/cmd_perf.cpp opens the device.
 //
 // Who does what (perftest's src/*_bw.c, *_lat.c, perftest_resources.c):
 //   write/read/atomic bw: the client posts, the server only waits on the barrier, then prints the
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hca_model/device.hpp"
+#include "tools/lib/api.hpp"
 
 namespace hcaemu::tools {
 class OobConn;
@@ -96,14 +97,10 @@ std::string lat_duration_line(uint64_t size, uint64_t iters, uint64_t ns, bool r
 // (--check) without being told.
 inline uint8_t pattern_byte(uint64_t off) { return uint8_t(off * 7 + (off >> 8) * 13 + 0x5A); }
 
-// What the test needs from the attached HCA.
+// What the test needs from the device.
 struct Env {
-    Device* dev = nullptr;
-    std::function<size_t()> poll;  // one turn of the engine loop
-    Gid gid{};                     // this side's address
-    int gid_index = 1;
-    // Learns the peer's MAC (ARP/ND); false and err if it never answers.
-    std::function<bool(const Gid& peer, std::string& err)> resolve;
+    api::Context* ctx = nullptr;   // resources, the engine (ctx->poll()), the GID, resolve
+    uint64_t resolve_timeout_ms = 60'000;
     FILE* out = stdout;
 };
 

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""hcaemud with libhcaemu clients (tests/daemon_node.cpp), all on one daemon whose port loops frames
+for its own address back, so that two clients' QPs connect to each other:
+
+  pair    two clients, RC both ways: SEND, WRITE, READ, CmpSwap, FetchAdd byte-exact, exact CQEs,
+          a completion event on the armed receive CQ; the device counters' deltas
+  refuse  a client names another's PD/CQ (bad_handle), uses its lkey (local protection error) and
+          an rkey of its MR on another PD (remote access error); the owner's memory unchanged
+  stream  a client SIGKILLed mid-transfer: its objects gone from res_list, its peer sees retry
+          exceeded, recreates its QP (on an SRQ) and takes a byte-exact transfer from a new client
+  ud      UD SENDs through an AH (one inline): GRH, src_qp, payload byte-exact
+then SIGTERM with a client holding objects: the client sees alive() false and typed failures;
+the daemon exits 0 and removes its socket. Each part is bounded (60 s)."""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILS = []
+LIMIT = 60
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print('FAIL:', what, flush=True)
+    return cond
+
+
+def wait_for(pred, seconds, step=0.05):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+class Nodes:
+    def __init__(self, node, sock):
+        self.node, self.sock, self.procs = node, sock, []
+
+    def start(self, mode, d, role):
+        p = subprocess.Popen([self.node, mode, self.sock, d, role], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        p.tag = '%s %s' % (mode, role)
+        self.procs.append(p)
+        return p
+
+    def finish(self, p, expect_ok=True):
+        try:
+            out, _ = p.communicate(timeout=LIMIT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            check(False, '%s: not done within %d s' % (p.tag, LIMIT))
+        print('--- %s (exit %s)\n%s' % (p.tag, p.returncode, out), end='', flush=True)
+        if expect_ok:
+            check(p.returncode == 0 and ('OK ' + p.tag) in out, '%s: exit 0 and OK' % p.tag)
+        return out
+
+    def res(self):
+        r = subprocess.run([self.node, 'res', self.sock], capture_output=True, text=True, timeout=LIMIT)
+        if not check(r.returncode == 0, 'res: exit 0 (%s)' % r.stdout.strip()[-200:]):
+            return [], {}, {}
+        objs = [l.split() for l in r.stdout.splitlines() if l.startswith('res ')]
+        stats = {l.split()[1]: int(l.split()[2]) for l in r.stdout.splitlines() if l.startswith('stat ')}
+        dstats = {l.split()[1]: int(l.split()[2]) for l in r.stdout.splitlines() if l.startswith('daemon ')}
+        return objs, stats, dstats
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def objects_of(objs, pid):
+    return [o for o in objs if o[3] == str(pid)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--hcaemud', required=True)
+    ap.add_argument('--node', required=True)
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix='hcaemud-test-')
+    sock = os.path.join(tmp, 'hcaemu.sock')
+    eal = ('--no-huge -m 256 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error '
+           '--file-prefix hcaemud-test-%d --vdev=net_ring0' % os.getpid())
+    daemon = subprocess.Popen([a.hcaemud, '--socket', sock, '--eal', eal, '--ip', '198.18.0.1/24'],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    nodes = Nodes(a.node, sock)
+    try:
+        if not check(wait_for(lambda: os.path.exists(sock) or daemon.poll() is not None, 30) and daemon.poll() is None,
+                     'hcaemud listening on %s' % sock):
+            return 1
+        _, s0, _ = nodes.res()
+
+        # ---- pair (and completion events) ----
+        d = os.path.join(tmp, 'pair')
+        os.mkdir(d)
+        pa, pb = nodes.start('pair', d, 'a'), nodes.start('pair', d, 'b')
+        nodes.finish(pa)
+        nodes.finish(pb)
+        objs, s1, _ = nodes.res()
+        delta = {k: s1.get(k, 0) - s0.get(k, 0) for k in s1}
+        print('pair: counter deltas', {k: v for k, v in delta.items() if v}, flush=True)
+        # Per message, both sides: 1 WRITE, 1 SEND, 1 READ, 2 atomics each.
+        for k, v in (('rx_write_requests', 2), ('rx_read_requests', 2), ('rx_atomic_requests', 4),
+                     ('rdma_recvs', 2), ('resp_remote_access_errors', 0), ('dma_access_errors', 0),
+                     ('req_cqe_error', 0), ('resp_cqe_error', 0), ('retry_exceeded_err', 0)):
+            check(delta.get(k) == v, 'pair: %s delta %s, expected %d' % (k, delta.get(k), v))
+        check(not objects_of(objs, pa.pid) and not objects_of(objs, pb.pid), 'pair: no objects left of either client')
+
+        # ---- refuse ----
+        d = os.path.join(tmp, 'refuse')
+        os.mkdir(d)
+        ra, rb = nodes.start('refuse', d, 'a'), nodes.start('refuse', d, 'b')
+        nodes.finish(rb)
+        nodes.finish(ra)
+        _, s2, _ = nodes.res()
+        check(s2.get('resp_remote_access_errors', 0) - s1.get('resp_remote_access_errors', 0) == 1,
+              'refuse: one remote access error detected as responder')
+
+        # ---- stream: a SIGKILLed mid-transfer ----
+        d = os.path.join(tmp, 'stream')
+        os.mkdir(d)
+        sb = nodes.start('stream', d, 'b')
+        sa = nodes.start('stream', d, 'a')
+        if check(wait_for(lambda: os.path.exists(os.path.join(d, 'streaming.a')) or sa.poll() is not None, LIMIT)
+                 and sa.poll() is None, 'stream: a streaming'):
+            objs, _, _ = nodes.res()
+            mine = objects_of(objs, sa.pid)
+            kinds = sorted(set(o[1] for o in mine))
+            check(kinds == ['cq', 'mr', 'pd', 'qp'], 'stream: a\'s objects listed before the kill: %s' % kinds)
+            sa.send_signal(signal.SIGKILL)
+            sa.wait(timeout=LIMIT)
+            check(sa.returncode == -signal.SIGKILL, 'stream: a died of SIGKILL (%s)' % sa.returncode)
+            gone = wait_for(lambda: not objects_of(nodes.res()[0], sa.pid), 10, step=0.2)
+            objs, _, dst = nodes.res()
+            check(gone, 'stream: a\'s objects gone after its death: %s' % objects_of(objs, sa.pid))
+            check(dst.get('clients_cleaned', 0) >= 1, 'stream: the daemon counted a cleaned client')
+            print('stream: a (pid %d) killed, objects left: %d' % (sa.pid, len(objects_of(objs, sa.pid))), flush=True)
+            open(os.path.join(d, 'killed'), 'w').close()
+            sc = nodes.start('stream', d, 'c')
+            nodes.finish(sb)
+            nodes.finish(sc)
+            objs, _, _ = nodes.res()
+            check(not objects_of(objs, sb.pid) and not objects_of(objs, sc.pid), 'stream: b and c left nothing')
+        else:
+            nodes.finish(sa, expect_ok=False)
+
+        # ---- ud ----
+        d = os.path.join(tmp, 'ud')
+        os.mkdir(d)
+        ua, ub = nodes.start('ud', d, 'a'), nodes.start('ud', d, 'b')
+        nodes.finish(ua)
+        nodes.finish(ub)
+
+        # ---- SIGTERM, with a client holding objects ----
+        check(daemon.poll() is None, 'hcaemud still running after every client')
+        d = os.path.join(tmp, 'hold')
+        os.mkdir(d)
+        hold = subprocess.Popen([a.node, 'hold', sock, d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        hold.tag = 'hold'
+        nodes.procs.append(hold)
+        check(wait_for(lambda: os.path.exists(os.path.join(d, 'held')) or hold.poll() is not None, LIMIT),
+              'hold: the client holds its objects')
+        daemon.send_signal(signal.SIGTERM)
+        out = nodes.finish(hold, expect_ok=False)
+        check(hold.returncode == 0 and 'OK hold' in out, 'hold: the client saw the shutdown and its calls fail typed')
+        try:
+            out, _ = daemon.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            out, _ = daemon.communicate()
+        print('--- hcaemud (exit %s)\n%s' % (daemon.returncode, out[-3000:]), end='', flush=True)
+        check(daemon.returncode == 0, 'hcaemud: exit 0 after SIGTERM')
+        check(not os.path.exists(sock), 'hcaemud: socket removed')
+    finally:
+        nodes.kill_all()
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if FAILS:
+        print('%d check(s) failed' % len(FAILS))
+        return 1
+    print('all daemon checks passed')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

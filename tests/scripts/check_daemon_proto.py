@@ -1,0 +1,761 @@
+#!/usr/bin/python3
+"""hcaemud's control protocol from a raw client (tools/lib/PROTOCOL.md, tools/lib/proto.hpp):
+exact replies of the simple ops, a QP to RTS, fuzzing (random bytes, truncations, bad lengths,
+magic, version, ops, hello order, fds), foreign handles refused, hostile rings, the daemon's
+counters, cleanup on disconnect, SIGTERM, start-up errors.
+
+usage: check_daemon_proto.py HCAEMUD"""
+import mmap
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HCAEMUD = sys.argv[1] if len(sys.argv) > 1 else ""
+MAGIC, VERSION = 0x45414348, 1
+REPLY, EVENT = 0x8000, 0x4000
+OP = {n: i + 1 for i, n in enumerate(
+    "hello query_device query_port query_gid alloc_pd dealloc_pd reg_mr dereg_mr create_cq destroy_cq "
+    "resize_cq req_notify_cq create_qp destroy_qp modify_qp query_qp create_srq destroy_srq modify_srq "
+    "query_srq create_ah destroy_ah read_counters res_list resolve".split())}
+BODY = {1: 40, 2: 0, 3: 8, 4: 8, 5: 0, 6: 8, 7: 32, 8: 8, 9: 16, 10: 8, 11: 8, 12: 8, 13: 40, 14: 8,
+        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16}
+ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_op no_hello bad_field bad_fd "
+                                  "fd_unexpected limit shutting_down".split())}
+ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
+                                 "missing_attr attr_not_allowed queue_full too_many_sge bad_lkey inline_too_large "
+                                 "opcode_not_allowed no_ah bad_qp_state misaligned".split())}
+EV_ASYNC, EV_SHUTDOWN, EV_CQ = EVENT | 2, EVENT | 3, EVENT | 1
+IP = "198.18.7.1"
+GID = bytes(10) + b"\xff\xff" + socket.inet_aton(IP)
+
+failures = []
+sent_errors = {k: 0 for k in ERR}
+sent_bad_handles = 0
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+class Client:
+    def __init__(self, path, hello=True, comm=b"pytest"):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.s.settimeout(10)
+        self.s.connect(path)
+        self.seq = 0
+        self.events = []
+        if hello:
+            h, body, _ = self.req("hello", struct.pack("<II32s", os.getpid(), 0, comm))
+            assert h["status"] == 0 and h["error"] == 0, h
+            self.id, self.max_objects = struct.unpack_from("<II", body)
+            self.gid = body[8:24]
+            self.gid_index = struct.unpack_from("<i", body, 24)[0]
+
+    def raw(self, data, fds=()):
+        if fds:
+            socket.send_fds(self.s, [data], list(fds))
+        else:
+            self.s.send(data)
+
+    def recv(self):
+        while True:
+            msg, fds, _, _ = socket.recv_fds(self.s, 20000, 4)
+            magic, ver, op, ln, seq = struct.unpack_from("<IHHII", msg)
+            if op & EVENT and not op & REPLY:
+                self.events.append((op, msg[16:]))
+                continue
+            st, er, _, detail = struct.unpack_from("<BBHI", msg, 16)
+            return dict(op=op, len=ln, seq=seq, status=st, error=er, detail=detail), msg[24:], fds
+
+    def req(self, op, body=b"", fds=()):
+        self.seq += 1
+        o = OP[op] if isinstance(op, str) else op
+        self.raw(struct.pack("<IHHII", MAGIC, VERSION, o, 16 + len(body), self.seq) + body, fds)
+        h, b, f = self.recv()
+        check(h["seq"] == self.seq and h["op"] == (o | REPLY), f"{op}: reply header {h}")
+        return h, b, f
+
+    def close(self):
+        self.s.close()
+
+
+def expect_error(c, data, err, what, fds=()):
+    c.raw(data, fds)
+    h, _, _ = c.recv()
+    check(h["error"] == ERR[err], f"{what}: error {h['error']} != {err}")
+    sent_errors[err] += 1
+
+
+def start_daemon(d, sock, extra=(), name="p"):
+    eal = (f"--no-huge -m 128 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error "
+           f"--file-prefix hcaemud-test-{name}-{os.getpid()} --vdev=net_ring_{name}{os.getpid() % 10000}")
+    log = open(os.path.join(d, f"daemon-{name}.log"), "w+")
+    p = subprocess.Popen([HCAEMUD, "--socket", sock, "--eal", eal, "--ip", IP + "/24", *extra],
+                         stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
+    return p, log
+
+
+def st64(ring, off, v):
+    """One 8-byte store (struct.pack_into writes byte by byte: the daemon could see a torn counter)."""
+    with memoryview(ring) as m, m.cast("Q") as q:
+        q[off // 8] = v
+
+
+def ld64(ring, off):
+    with memoryview(ring) as m, m.cast("Q") as q:
+        return q[off // 8]
+
+
+def wait_event(c, op, timeout=5):
+    """The first event `op` the client has or gets within `timeout` s (events arrive between replies)."""
+    deadline = time.time() + timeout
+    while True:
+        for i, (o, body) in enumerate(c.events):
+            if o == op:
+                del c.events[i]
+                return body
+        left = deadline - time.time()
+        if left <= 0:
+            return None
+        c.s.settimeout(left)
+        try:
+            msg = c.s.recv(20000)
+        except socket.timeout:
+            return None
+        finally:
+            c.s.settimeout(10)
+        o = struct.unpack_from("<H", msg, 6)[0]
+        c.events.append((o, msg[16:]))
+
+
+def post_send(ring, n, wr_id, opcode, sges, esz=144, flags=2, **kw):
+    """SEND WQE n (SendWqe then Sge) into an SQ ring mapped at offset 0, then the doorbell."""
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    off = 256 + (n % cap) * esz
+    ring[off:off + esz] = bytes(esz)
+    struct.pack_into("<QB3xIIIIIQII", ring, off, wr_id, opcode, flags, len(sges), 0, kw.get("imm", 0), 0,
+                     kw.get("raddr", 0), kw.get("rkey", 0), kw.get("ah", 0))
+    struct.pack_into("<II", ring, off + 64, kw.get("rqpn", 0), kw.get("qkey", 0))
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 80 + 16 * i, addr, ln, key)
+    st64(ring, 64, n + 1)
+
+
+def post_recv(ring, base, n, wr_id, sges, esz=48):
+    cap = struct.unpack_from("<I", ring, base + 8)[0]
+    off = base + 256 + (n % cap) * esz
+    struct.pack_into("<QII", ring, off, wr_id, len(sges), 0)
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", ring, off + 16 + 16 * i, addr, ln, key)
+    st64(ring, base + 64, n + 1)
+
+
+def wait_cqes(ring, want, timeout=5):
+    deadline = time.time() + timeout
+    while ld64(ring, 64) < want and time.time() < deadline:
+        time.sleep(0.005)
+    return ld64(ring, 64)
+
+
+def cqe(ring, n):
+    cap = struct.unpack_from("<I", ring, 8)[0]
+    wr_id, status, opcode, _, _, _, byte_len, imm, qp_num, src_qp = struct.unpack_from("<QBBBBIIIII", ring, 256 + 64 * (n % cap))
+    return dict(wr_id=wr_id, status=status, opcode=opcode, byte_len=byte_len, qp_num=qp_num, src_qp=src_qp)
+
+
+def memfd(size, seal=True):
+    fd = os.memfd_create("buf", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seal:
+        import fcntl
+        fcntl.fcntl(fd, 1033, 0x0002)  # F_ADD_SEALS, F_SEAL_SHRINK
+    return fd
+
+
+def qp_attr(**kw):
+    a = bytearray(116)
+    struct.pack_into("<B", a, 0, kw.get("state", 0))
+    struct.pack_into("<B", a, 2, kw.get("path_mtu", 3))
+    struct.pack_into("<IIIII", a, 4, kw.get("qkey", 0), kw.get("rq_psn", 0), kw.get("sq_psn", 0),
+                     kw.get("dest_qp", 0), kw.get("access", 0))
+    a[44:60] = kw.get("dgid", GID)
+    struct.pack_into("<BB", a, 64, kw.get("sgid_index", 1), 64)  # sgid_index, hop_limit
+    struct.pack_into("<BB", a, 68, 1, 1)                          # port_num, is_global
+    struct.pack_into("<BB", a, 72 + 24, 1, 1)                     # alt: port_num, is_global
+    struct.pack_into("<BBBBBBB", a, 109, kw.get("max_rd_atomic", 0), kw.get("max_dest_rd_atomic", 0),
+                     kw.get("min_rnr_timer", 0), 1, kw.get("timeout", 0), kw.get("retry_cnt", 0), kw.get("rnr_retry", 0))
+    return bytes(a)
+
+
+def modify(c, qp, mask, **kw):
+    h, _, _ = c.req("modify_qp", struct.pack("<II", qp, mask) + qp_attr(**kw))
+    return h
+
+
+def to_rts(c, qp, dest_qp):
+    check(modify(c, qp, 1 | 1 << 4 | 1 << 5 | 1 << 3, state=1, access=7)["status"] == 0, "to INIT")
+    check(modify(c, qp, 1 | 1 << 7 | 1 << 8 | 1 << 20 | 1 << 12 | 1 << 17 | 1 << 15, state=2, dest_qp=dest_qp,
+                 rq_psn=200, max_dest_rd_atomic=4, min_rnr_timer=12)["status"] == 0, "to RTR")
+    check(modify(c, qp, 1 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 16 | 1 << 13, state=3, sq_psn=200, timeout=14,
+                 retry_cnt=7, rnr_retry=7, max_rd_atomic=4)["status"] == 0, "to RTS")
+
+
+def query_state(c, qp):
+    h, b, _ = c.req("query_qp", struct.pack("<II", qp, 0))
+    return b[0] if h["status"] == 0 else None
+
+
+def counters(c, which):
+    out, start = {}, 0
+    while True:
+        h, b, _ = c.req("read_counters", struct.pack("<B3xI", which, start))
+        total, n = struct.unpack_from("<II", b)
+        for i in range(n):
+            name, v = struct.unpack_from("<40sQ", b, 8 + i * 48)
+            out[name.rstrip(b"\0").decode()] = v
+        start += n
+        if start >= total or n == 0:
+            return out
+
+
+def res_list(c, kind):
+    out, start = [], 0
+    while True:
+        h, b, _ = c.req("res_list", struct.pack("<B3xI", kind, start))
+        total, n = struct.unpack_from("<II", b)
+        for i in range(n):
+            off = 8 + i * 688
+            client, pid, comm, nattr = struct.unpack_from("<II32sI", b, off)
+            attrs = {}
+            for j in range(nattr):
+                k, v = struct.unpack_from("<16s24s", b, off + 48 + j * 40)
+                attrs[k.rstrip(b"\0").decode()] = v.rstrip(b"\0").decode()
+            out.append(dict(client=client, pid=pid, comm=comm.rstrip(b"\0").decode(), **attrs))
+        start += n
+        if start >= total or n == 0:
+            return out
+
+
+def objects(c):
+    c.s.settimeout(10)
+    return {k: res_list(c, i) for i, k in enumerate(["pd", "mr", "cq", "qp", "srq"])}
+
+
+class Setup:
+    """A PD, an MR on a sealed memfd, a CQ and an RC QP, as a client builds them."""
+
+    def __init__(self, c):
+        self.c = c
+        h, b, _ = c.req("alloc_pd")
+        check(h["status"] == 0, "alloc_pd")
+        self.pd = struct.unpack_from("<I", b)[0]
+        self.buf_fd = memfd(8192)
+        self.buf = mmap.mmap(self.buf_fd, 8192)
+        self.iova = 0x7F0000100000
+        h, b, _ = c.req("reg_mr", struct.pack("<IIQQQ", self.pd, 15, 0, 8192, self.iova), [self.buf_fd])
+        check(h["status"] == 0 and h["error"] == 0, f"reg_mr {h}")
+        self.mr, self.lkey, self.rkey = struct.unpack_from("<III", b)
+        h, b, f = c.req("create_cq", struct.pack("<iB3xQ", 64, 1, 0xC0FFEE))
+        check(h["status"] == 0 and len(f) == 1, f"create_cq {h} fds {f}")
+        self.cq, self.cqe, self.cq_bytes = struct.unpack_from("<IiQ", b)
+        check(self.cqe == 64 and self.cq_bytes == 8192, f"cq {self.cqe} bytes {self.cq_bytes}")  # 256 + 64*64 -> 2 pages
+        self.cq_ring = mmap.mmap(f[0], self.cq_bytes)
+        os.close(f[0])
+        self.qp, self.qpn, self.sq_ring, self.rq_ring = self.make_qp()
+
+    def make_qp(self, srq=0, qp_type=2):
+        req = struct.pack("<IIII5IBB2x", self.pd, self.cq, self.cq, srq, 16, 16, 2, 2, 64, qp_type, 0)
+        h, b, f = self.c.req("create_qp", req)
+        check(h["status"] == 0 and len(f) == 1, f"create_qp {h}")
+        handle, qpn = struct.unpack_from("<II", b)
+        cap = struct.unpack_from("<5I", b, 8)
+        sq_off, rq_off, nbytes = struct.unpack_from("<QQQ", b, 32)
+        check(cap == (16, 16, 2, 2, 64), f"granted caps {cap}")
+        check((sq_off, rq_off, nbytes) == (0, 4096, 8192), f"ring layout {(sq_off, rq_off, nbytes)}")
+        m = mmap.mmap(f[0], nbytes)
+        os.close(f[0])
+        magic, kind, cap_, esz = struct.unpack_from("<IIII", m, 0)
+        check((magic, kind, cap_, esz) == (0x474E4952, 1, 16, 144), f"SQ ring header {(magic, kind, cap_, esz)}")
+        magic, kind, cap_, esz = struct.unpack_from("<IIII", m, 4096)
+        check((magic, kind, cap_, esz) == (0x474E4952, 2, 16, 48), f"RQ ring header {(magic, kind, cap_, esz)}")
+        return handle, qpn, m, 4096
+
+
+def child(path):
+    """A client that keeps RDMA WRITEs in flight between its two QPs until it is killed."""
+    c = Client(path, comm=b"victim")
+    st = Setup(c)
+    q2, qpn2, _, _ = st.make_qp()
+    to_rts(c, st.qp, qpn2)
+    to_rts(c, q2, st.qpn)
+    n = 0
+    print("ready", flush=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        cons = ld64(st.sq_ring, 128)
+        if n - cons < 16:
+            post_send(st.sq_ring, n, n, 0, [(st.iova, 4096, st.lkey)], raddr=st.iova + 4096, rkey=st.rkey)
+            n += 1
+        st64(st.cq_ring, 128, ld64(st.cq_ring, 64))
+
+
+def main():
+    global sent_bad_handles
+    d = tempfile.mkdtemp(prefix="hcaemud-test-")
+    sock = os.path.join(d, "hcaemu.sock")
+    p, log = start_daemon(d, sock)
+    try:
+        check(p.poll() is None, "daemon running")
+        check(oct(os.stat(sock).st_mode & 0o777) == oct(0o660), "socket mode 0660")
+
+        # ---- exact replies
+        a = Client(sock)
+        check(a.id == 1 and a.max_objects == 4096, f"hello: id {a.id} max_objects {a.max_objects}")
+        check(a.gid == GID and a.gid_index == 1, f"hello: gid {a.gid.hex()} index {a.gid_index}")
+        h, b, _ = a.req("query_device")
+        check(len(b) == 152 and b[:6] == b"0.1.0\0", "query_device: size and fw_ver")
+        u32 = struct.unpack_from("<20I", b, 64)
+        check(u32[3] == 0x10000 and u32[4] == 0x4000 and u32[6] == 32 and u32[9] == 32767 and u32[19] == 256,
+              f"query_device: max_qp/max_qp_wr/max_sge/max_cqe/max_inline {u32}")
+        h, b, _ = a.req("query_port", struct.pack("<B7x", 1))
+        check(h["status"] == 0 and b[0] == 4 and b[2] == 3 and struct.unpack_from("<I", b, 4)[0] == 1500,
+              f"query_port: state ACTIVE, active_mtu 1024, link_mtu 1500: {b.hex()}")
+        h, _, _ = a.req("query_port", struct.pack("<B7x", 2))
+        check(h["status"] == ST["invalid_argument"], "query_port 2 refused")
+        h, b, _ = a.req("query_gid", struct.pack("<B3xi", 1, 1))
+        check(h["status"] == 0 and b[:16] == GID and b[16] == 2, f"query_gid 1: {b.hex()}")
+        h, _, _ = a.req("query_gid", struct.pack("<B3xi", 1, 99))
+        check(h["status"] == ST["invalid_argument"], "query_gid 99 refused")
+
+        sa = Setup(a)
+        q2, qpn2, ring2, _ = sa.make_qp()
+        to_rts(a, sa.qp, qpn2)
+        to_rts(a, q2, sa.qpn)
+        check(query_state(a, sa.qp) == 3, "QP in RTS")
+        h, b, _ = a.req("query_qp", struct.pack("<II", sa.qp, 0))
+        sq_psn, dest = struct.unpack_from("<II", b, 12)
+        check(struct.unpack_from("<I", b, 8)[0] == 200 and sq_psn == 200 and dest == qpn2, "query_qp: psns and dest")
+        h, _, _ = a.req("modify_qp", struct.pack("<II", sa.qp, 1 | 1 << 3) + qp_attr(state=1))
+        check(h["status"] == ST["bad_transition"], f"RTS -> INIT refused: {h}")
+
+        # ---- data through the rings: SEND from qp to q2 (loopback on our own address)
+        sa.buf[0:64] = bytes(range(64))
+        rq = ring2
+        struct.pack_into("<QII", rq, 4096 + 256, 77, 1, 0)
+        struct.pack_into("<QII", rq, 4096 + 256 + 16, sa.iova + 4096, 64, sa.lkey)
+        st64(rq, 4096 + 64, 1)  # RQ prod
+        wqe = struct.pack("<QB3xIIIIIQIIQQIIQ", 55, 2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        sa.sq_ring[256:256 + 80] = wqe
+        struct.pack_into("<QII", sa.sq_ring, 256 + 80, sa.iova, 64, sa.lkey)
+        st64(sa.sq_ring, 64, 1)  # SQ prod: the doorbell
+        deadline = time.time() + 5
+        while ld64(sa.cq_ring, 64) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+        prod = ld64(sa.cq_ring, 64)
+        check(prod == 2, f"two CQEs (send, recv) in the CQ ring: prod {prod}")
+        if prod != 2:
+            print("net", {k: v for k, v in counters(a, 1).items() if v}, "dev", {k: v for k, v in counters(a, 0).items() if v})
+        cqes = sorted(struct.unpack_from("<QBBxxIIII", sa.cq_ring, 256 + 64 * i) for i in range(2))
+        check(cqes[0][:2] == (55, 0) and cqes[0][2] == 0, f"send CQE {cqes[0]}")
+        check(cqes[1][:2] == (77, 0) and cqes[1][2] == 128 and cqes[1][4] == 64, f"recv CQE {cqes[1]}")
+        check(bytes(sa.buf[4096:4160]) == bytes(range(64)), "received bytes in place (zero copy)")
+        check(ld64(sa.sq_ring, 128) == 1, "SQ cons published")
+        st64(sa.cq_ring, 128, prod)  # CQ cons: taken
+
+        # ---- a completion event: armed CQ, then a SEND; the event follows the CQEs
+        h, _, _ = a.req("req_notify_cq", struct.pack("<IB3x", sa.cq, 0))
+        check(h["status"] == 0, "req_notify_cq")
+        sa.buf[100:110] = b"0123456789"
+        post_recv(ring2, 4096, 1, 78, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 1, 56, 2, [(sa.iova + 100, 10, sa.lkey)])
+        ev = wait_event(a, EV_CQ)
+        check(ev is not None and struct.unpack_from("<IIQ", ev) == (sa.cq, 0, 0xC0FFEE), f"cq_event: {ev}")
+        check(ld64(sa.cq_ring, 64) >= 3, "the CQE is in the ring before its event")
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SEND 2 completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["byte_len"], got[1]["qp_num"]) == (56, 0, 78, 10, qpn2),
+              f"SEND 2 CQEs {got}")
+        check(bytes(sa.buf[5000:5010]) == b"0123456789", "SEND 2 bytes")
+        prod += 2
+        st64(sa.cq_ring, 128, prod)
+
+        # ---- resize: a new ring, the next CQEs land there
+        h, b, f = a.req("resize_cq", struct.pack("<Ii", sa.cq, 128))
+        check(h["status"] == 0 and len(f) == 1 and struct.unpack_from("<IiQ", b) == (sa.cq, 128, 12288), f"resize_cq {h} {b.hex()}")
+        new_ring = mmap.mmap(f[0], 12288)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", new_ring) == (0x474E4952, 4, 128, 64), "resized ring header")
+        post_recv(ring2, 4096, 2, 79, [(sa.iova + 5000, 100, sa.lkey)])
+        post_send(sa.sq_ring, 2, 57, 2, [(sa.iova + 100, 3, sa.lkey)])
+        check(wait_cqes(new_ring, 2) == 2, "CQEs in the resized ring")
+        check(sorted(cqe(new_ring, i)["wr_id"] for i in range(2)) == [57, 79], "resized ring CQEs")
+        st64(new_ring, 128, 2)
+        sa.cq_ring = new_ring
+        prod = 2
+
+        # ---- an SRQ: its ring, a QP on it, a SEND into it
+        h, b, f = a.req("create_srq", struct.pack("<II3I", sa.pd, 0, 8, 1, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_srq {h}")
+        srq, _, mw, ms, lim, srq_bytes = struct.unpack_from("<II3I4xQ", b)
+        check((mw, ms, lim, srq_bytes) == (8, 1, 0, 4096), f"create_srq reply {(mw, ms, lim, srq_bytes)}")
+        srq_ring = mmap.mmap(f[0], srq_bytes)
+        os.close(f[0])
+        check(struct.unpack_from("<IIII", srq_ring) == (0x474E4952, 3, 8, 32), "SRQ ring header")
+        h, b, f = a.req("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, srq, 4, 0, 1, 1, 0, 2, 0))
+        check(h["status"] == 0 and len(f) == 1, f"create_qp on SRQ {h}")
+        qs, qpns = struct.unpack_from("<II", b)
+        check(struct.unpack_from("<QQQ", b, 32) == (0, 0, 4096), "SRQ QP: no RQ ring")
+        os.close(f[0])
+        qt, qpnt, ring_t, _ = sa.make_qp()
+        to_rts(a, qs, qpnt)
+        to_rts(a, qt, qpns)
+        post_recv(srq_ring, 0, 0, 90, [(sa.iova + 6000, 64, sa.lkey)], esz=32)
+        post_send(ring_t, 0, 91, 2, [(sa.iova, 16, sa.lkey)])
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "SRQ SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["qp_num"]) == (90, 0, 91, 0, qpnt)
+              or (got[0]["wr_id"], got[0]["qp_num"], got[1]["wr_id"]) == (90, qpns, 91), f"SRQ CQEs {got}")
+        check(bytes(sa.buf[6000:6016]) == bytes(range(16)), "SRQ receive bytes")
+        check(ld64(srq_ring, 128) == 1, "SRQ cons published")
+        prod += 2
+        st64(sa.cq_ring, 128, prod)
+        h, b, _ = a.req("query_srq", struct.pack("<II", srq, 0))
+        check(struct.unpack_from("<3I", b) == (8, 1, 0), "query_srq")
+        h, _, _ = a.req("modify_srq", struct.pack("<II3I", srq, 2, 0, 0, 4))
+        check(h["status"] == 0, "modify_srq limit")
+        h, _, _ = a.req("destroy_srq", struct.pack("<II", srq, 0))
+        check(h["status"] == ST["busy"], "destroy_srq while a QP uses it: busy")
+        for op, hd in [("destroy_qp", qs), ("destroy_qp", qt), ("destroy_srq", srq)]:
+            h, _, _ = a.req(op, struct.pack("<II", hd, 0))
+            check(h["status"] == 0, f"{op}")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        check(h["status"] == 0, "create_ah")
+        ah = struct.unpack_from("<I", b)[0]
+        h, _, _ = a.req("destroy_ah", struct.pack("<II", ah, 0))
+        check(h["status"] == 0, "destroy_ah")
+        h, b, _ = a.req("resolve", GID)
+        check(h["status"] == 0 and b[0] == 0, f"resolve our own GID: resolved {b.hex()}")
+
+        # ---- fuzz: framing
+        b0 = Client(sock, hello=False)
+        expect_error(b0, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "no_hello", "request before hello")
+        expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, OP["hello"], 56, 9) + bytes(40), "no_hello", "second hello")
+        expect_error(a, struct.pack("<IHHII", 0x12345678, VERSION, 2, 16, 1), "bad_magic", "bad magic")
+        expect_error(a, struct.pack("<IHHII", MAGIC, 2, 2, 16, 1), "bad_version", "bad version")
+        for op in (0, 26, 0x3FFF, 0x8001, 0xFFFF):
+            expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, op, 16, 1), "unknown_op", f"unknown op {op}")
+        for op, n in BODY.items():
+            if op == 1:
+                continue
+            full = struct.pack("<IHHII", MAGIC, VERSION, op, 16 + n, 3) + bytes(n)
+            for cut in range(1, len(full)):  # an empty datagram is EOF on SOCK_SEQPACKET
+                expect_error(a, full[:cut], "bad_length", f"op {op} cut at {cut}")
+            for ln in (0, 15, 16 + n + 1, 16 + n - 1, 0xFFFFFFFF):
+                bad = struct.pack("<IHHII", MAGIC, VERSION, op, ln, 3) + bytes(n)
+                expect_error(a, bad, "bad_length", f"op {op} len field {ln}")
+            expect_error(a, full + b"\0", "bad_length", f"op {op} one byte too many")
+        expect_error(a, bytes(20000), "bad_length", "longer than kMaxMsg")
+        rnd = random.Random(6)
+        for i in range(300):
+            data = bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 300)))
+            want = "bad_length" if len(data) < 16 else "bad_magic"
+            expect_error(a, data, want, f"random bytes {i}")
+        # fds with an op that takes none; reg_mr without, with two, unsealed, out of range
+        fd = memfd(4096)
+        expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 4), "fd_unexpected", "fd with alloc_pd", [fd])
+        mr_req = lambda off, ln: struct.pack("<IHHII", MAGIC, VERSION, OP["reg_mr"], 48, 5) + struct.pack("<IIQQQ", sa.pd, 1, off, ln, 0x1000)
+        expect_error(a, mr_req(0, 4096), "bad_fd", "reg_mr without fd")
+        expect_error(a, mr_req(0, 4096), "bad_fd", "reg_mr with two fds", [fd, fd])
+        ufd = memfd(4096, seal=False)
+        expect_error(a, mr_req(0, 4096), "bad_fd", "reg_mr unsealed memfd", [ufd])
+        expect_error(a, mr_req(0, 4097), "bad_fd", "reg_mr past the end", [fd])
+        expect_error(a, mr_req(4096, 1), "bad_fd", "reg_mr offset at the end", [fd])
+        expect_error(a, mr_req(0xFFFFFFFFFFFFF000, 0x2000), "bad_fd", "reg_mr offset+length overflows", [fd])
+        expect_error(a, mr_req(0, 0), "bad_fd", "reg_mr length 0", [fd])
+        rfd = os.open("/dev/null", os.O_RDONLY)
+        expect_error(a, mr_req(0, 1), "bad_fd", "reg_mr with /dev/null", [rfd])
+        os.close(rfd)
+        os.close(ufd)
+        h, _, _ = a.req("reg_mr", struct.pack("<IIQQQ", sa.pd, 2, 0, 4096, 0x1000), [fd])
+        check(h["status"] == ST["invalid_argument"] and h["error"] == 0, "reg_mr remote_write without local_write: EINVAL")
+        # enum and bool fields
+        h, _, _ = a.req("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, 0, 4, 4, 1, 1, 0, 9, 0))
+        check(h["error"] == ERR["bad_field"], "create_qp type 9: bad_field")
+        sent_errors["bad_field"] += 1
+        bad_attr = bytearray(qp_attr(state=6))
+        bad_attr[69] = 7  # ah_attr.is_global
+        h, _, _ = a.req("modify_qp", struct.pack("<II", sa.qp, 1) + bytes(bad_attr))
+        check(h["error"] == ERR["bad_field"], "modify_qp bool 7: bad_field")
+        sent_errors["bad_field"] += 1
+        h, _, _ = a.req("read_counters", struct.pack("<B3xI", 9, 0))
+        check(h["error"] == ERR["bad_field"], "read_counters set 9: bad_field")
+        sent_errors["bad_field"] += 1
+
+        # ---- thousands of well-framed requests with random fields (handles not ours)
+        handle_ops = {6, 8, 10, 11, 12, 14, 15, 16, 18, 19, 20, 22}
+        own = {sa.pd, sa.mr, sa.cq, sa.qp, q2}
+        for i in range(3000):
+            op = rnd.choice([o for o in BODY if o not in (1, 5, 7, 9, 13, 17, 21)])  # no create (would fill tables)
+            body = bytearray(rnd.getrandbits(8) for _ in range(BODY[op]))
+            if op in handle_ops and struct.unpack_from("<I", body)[0] in own:
+                continue
+            h, _, f = a.req(op, bytes(body))
+            for x in f:
+                os.close(x)
+            if op in handle_ops:
+                ok = h["status"] == ST["bad_handle"] or h["error"] == ERR["bad_field"]
+                check(ok, f"random op {op}: {h}")
+                if h["status"] == ST["bad_handle"] and h["error"] == 0:
+                    sent_bad_handles += 1
+                else:
+                    sent_errors["bad_field"] += 1
+            elif h["error"] == ERR["bad_field"]:
+                sent_errors["bad_field"] += 1
+            if failures:
+                break
+
+        # ---- foreign handles: a second client uses the first's
+        bc = Client(sock, comm=b"other")
+        for op, body in [("dealloc_pd", struct.pack("<II", sa.pd, 0)), ("dereg_mr", struct.pack("<II", sa.mr, 0)),
+                         ("destroy_cq", struct.pack("<II", sa.cq, 0)), ("resize_cq", struct.pack("<Ii", sa.cq, 128)),
+                         ("req_notify_cq", struct.pack("<IB3x", sa.cq, 0)), ("destroy_qp", struct.pack("<II", sa.qp, 0)),
+                         ("modify_qp", struct.pack("<II", sa.qp, 1) + qp_attr(state=6)),
+                         ("query_qp", struct.pack("<II", sa.qp, 0)),
+                         ("reg_mr", struct.pack("<IIQQQ", sa.pd, 1, 0, 4096, 0x1000)),
+                         ("create_cq", None),
+                         ("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, 0, 4, 4, 1, 1, 0, 2, 0)),
+                         ("create_srq", struct.pack("<II3I", sa.pd, 0, 16, 1, 0)),
+                         ("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])]:
+            if body is None:
+                continue
+            h, _, _ = bc.req(op, body, [fd] if op == "reg_mr" else ())
+            check(h["status"] == ST["bad_handle"], f"foreign handle {op}: {h}")
+            sent_bad_handles += 1
+        check(query_state(a, sa.qp) == 3, "the owner's QP untouched by the other client")
+        # the other client's own object, and its QP using the first's CQ
+        h, b, _ = bc.req("alloc_pd")
+        bpd = struct.unpack_from("<I", b)[0]
+        h, _, _ = bc.req("create_qp", struct.pack("<IIII5IBB2x", bpd, sa.cq, sa.cq, 0, 4, 4, 1, 1, 0, 2, 0))
+        check(h["status"] == ST["bad_handle"], "QP on a foreign CQ")
+        sent_bad_handles += 1
+
+        # the other client's SEND naming the first one's lkey: refused (IBV_WC_LOC_PROT_ERR), QP to ERR
+        sb = Setup(bc)
+        qb2, qpnb2, _, _ = sb.make_qp()
+        to_rts(bc, sb.qp, qpnb2)
+        to_rts(bc, qb2, sb.qpn)
+        post_send(sb.sq_ring, 0, 66, 2, [(sa.iova, 8, sa.lkey)])
+        check(wait_cqes(sb.cq_ring, 1) == 1 and (cqe(sb.cq_ring, 0)["wr_id"], cqe(sb.cq_ring, 0)["status"]) == (66, 4),
+              f"foreign lkey: LOC_PROT_ERR {cqe(sb.cq_ring, 0)}")
+        check(query_state(bc, sb.qp) == 6, "foreign lkey: QP in ERR")
+        sent_bad_wqes = 1
+
+        # ---- UD through an AH; another client's AH handle in a WQE is refused
+        u1, un1, uring1, _ = sa.make_qp(qp_type=4)
+        u2, un2, uring2, _ = sa.make_qp(qp_type=4)
+        for q in (u1, u2):
+            check(modify(a, q, 1 | 1 << 4 | 1 << 5 | 1 << 6, state=1, qkey=0x1111)["status"] == 0, "UD to INIT")
+            check(modify(a, q, 1, state=2)["status"] == 0, "UD to RTR")
+            check(modify(a, q, 1 | 1 << 16, state=3, sq_psn=5)["status"] == 0, "UD to RTS")
+        h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
+        ah = struct.unpack_from("<I", b)[0]
+        sa.buf[200:232] = bytes(range(100, 132))
+        prod = ld64(sa.cq_ring, 64)
+        post_recv(uring2, 4096, 0, 301, [(sa.iova + 7000, 40 + 32, sa.lkey)])
+        post_send(uring1, 0, 300, 2, [(sa.iova + 200, 32, sa.lkey)], ah=ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 2) == prod + 2, "UD SEND completions")
+        got = sorted([cqe(sa.cq_ring, prod), cqe(sa.cq_ring, prod + 1)], key=lambda x: x["wr_id"])
+        check((got[0]["wr_id"], got[0]["status"], got[1]["wr_id"], got[1]["status"], got[1]["byte_len"], got[1]["src_qp"])
+              == (300, 0, 301, 0, 72, un1), f"UD CQEs {got}")
+        check(bytes(sa.buf[7040:7072]) == bytes(range(100, 132)), "UD payload after the GRH space")
+        prod += 2
+        h, b, _ = bc.req("create_ah", struct.pack("<II", bpd, 0) + qp_attr()[44:72])
+        foreign_ah = struct.unpack_from("<I", b)[0]
+        post_send(uring1, 1, 302, 2, [(sa.iova + 200, 32, sa.lkey)], ah=foreign_ah, rqpn=un2, qkey=0x1111)
+        check(wait_cqes(sa.cq_ring, prod + 1) == prod + 1 and (cqe(sa.cq_ring, prod)["wr_id"], cqe(sa.cq_ring, prod)["status"]) == (302, 2),
+              f"foreign AH in a UD WQE: LOC_QP_OP_ERR {cqe(sa.cq_ring, prod)}")
+        check(query_state(a, u1) == 6, "foreign AH: UD QP in ERR")
+        sent_bad_wqes += 1
+        prod = ld64(sa.cq_ring, 64)
+        st64(sa.cq_ring, 128, prod)
+        for op, hd in [("destroy_qp", u1), ("destroy_qp", u2), ("destroy_ah", ah)]:
+            check(a.req(op, struct.pack("<II", hd, 0))[0]["status"] == 0, f"UD cleanup {op}")
+
+        # ---- hostile rings: prod far beyond cap; a garbage WQE
+        st64(ring2, 64, 1000)
+        deadline = time.time() + 5
+        while query_state(a, q2) != 6 and time.time() < deadline:
+            time.sleep(0.01)
+        check(query_state(a, q2) == 6, "hostile SQ prod: QP in ERR")
+        ev = wait_event(a, EV_ASYNC)
+        check(ev is not None and struct.unpack_from("<B3xI", ev) == (1, qpn2), f"async event QP_FATAL for QPN {qpn2}: {ev}")
+        check(struct.unpack_from("<I", ring2, 192)[0] & 2, "hostile SQ prod: kRingError set")
+        q3, qpn3, ring3, _ = sa.make_qp()
+        to_rts(a, q3, sa.qpn)
+        garbage = bytearray(rnd.getrandbits(8) for _ in range(144))
+        garbage[8] = 200  # no such opcode
+        st64(garbage, 0, 999)
+        ring3[256:256 + 144] = bytes(garbage)
+        cq_prod0 = ld64(sa.cq_ring, 64)
+        st64(ring3, 64, 1)
+        deadline = time.time() + 5
+        while ld64(sa.cq_ring, 64) == cq_prod0 and time.time() < deadline:
+            time.sleep(0.01)
+        i = cq_prod0 % 64
+        wr_id, status = struct.unpack_from("<QB", sa.cq_ring, 256 + 64 * i)
+        check((wr_id, status) == (999, 2), f"garbage WQE: IBV_WC_LOC_QP_OP_ERR CQE, got {(wr_id, status)}")
+        check(query_state(a, q3) == 6, "garbage WQE: QP in ERR")
+        # a header word changed under the daemon (cap), then a doorbell: the ring is hostile
+        q4, qpn4, ring4, _ = sa.make_qp()
+        to_rts(a, q4, sa.qpn)
+        struct.pack_into("<I", ring4, 8, 100000)
+        st64(ring4, 64, 1)
+        deadline = time.time() + 5
+        while query_state(a, q4) != 6 and time.time() < deadline:
+            time.sleep(0.01)
+        check(query_state(a, q4) == 6 and struct.unpack_from("<I", ring4, 192)[0] & 2, "changed ring header: QP in ERR, kRingError")
+        check(a.req("destroy_qp", struct.pack("<II", q4, 0))[0]["status"] == 0, "destroy the hostile QP")
+        time.sleep(0.1)
+
+        # ---- the daemon still serves a fresh client a whole lifecycle
+        fc = Client(sock, comm=b"fresh")
+        sf = Setup(fc)
+        for op, hd in [("destroy_qp", sf.qp), ("destroy_cq", sf.cq), ("dereg_mr", sf.mr), ("dealloc_pd", sf.pd)]:
+            h, _, _ = fc.req(op, struct.pack("<II", hd, 0))
+            check(h["status"] == 0, f"fresh client {op}: {h}")
+        o = objects(fc)
+        check(not any(x["client"] == fc.id for k in o for x in o[k]), "fresh client's objects all gone")
+
+        # ---- the daemon's counters, exactly
+        dc = counters(fc, 3)
+        for k, v in sent_errors.items():
+            if k in ("ok",):
+                continue
+            check(dc.get("err_" + k) == v, f"daemon counter err_{k}: {dc.get('err_' + k)} != {v}")
+        check(dc["bad_handle"] == sent_bad_handles, f"bad_handle {dc['bad_handle']} != {sent_bad_handles}")
+        check(dc["rings_in_error"] == 2 and dc["bad_wqes"] == sent_bad_wqes + 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
+        check(dc["clients_total"] == 4 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
+        print("daemon counters:", {k: v for k, v in dc.items() if v}, flush=True)
+        dev = counters(fc, 0)
+        check(dev.get("sent_pkts", 0) >= 2, f"device counters: sent_pkts {dev.get('sent_pkts')}")
+        net = counters(fc, 2)
+        check("tx_frames" in net and "up_events" in net, "link counters")
+
+        # ---- res_list while a holds objects; then a disconnects: nothing of it is left
+        o = objects(fc)
+        mine = [x for x in o["qp"] if x["client"] == a.id]
+        check(len(mine) == 3 and {x["state"] for x in mine} == {"RTS", "ERR"}, f"res qp: {mine}")
+        check(all(x["comm"] == "pytest" and x["pid"] == os.getpid() for x in mine), "res: comm and pid")
+        mr = [x for x in o["mr"] if x["client"] == a.id]
+        check(len(mr) == 1 and mr[0]["iova"] == hex(sa.iova) and mr[0]["length"] == "8192", f"res mr: {mr}")
+        a.close()
+        time.sleep(0.3)
+        o = objects(fc)
+        check(not any(x["client"] == a.id for k in o for x in o[k]), f"disconnected client's objects remain: {o}")
+        dc = counters(fc, 3)
+        check(dc["clients_cleaned"] == 1 and dc["objects_cleaned"] == 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+
+        # ---- a client SIGKILLed with WRITEs in flight: its objects go, the others' stay
+        before = objects(fc)
+        kid = subprocess.Popen([sys.executable, __file__, "--child", sock], stdout=subprocess.PIPE, text=True)
+        check(kid.stdout.readline().strip() == "ready", "victim ready")
+        time.sleep(0.3)
+        o = objects(fc)
+        victim = [x for x in o["qp"] if x["comm"] == "victim"]
+        check(len(victim) == 2 and all(x["state"] == "RTS" for x in victim), f"victim's QPs: {victim}")
+        kid.kill()
+        kid.wait()
+        deadline = time.time() + 5
+        while time.time() < deadline and any(x["comm"] == "victim" for k, v in objects(fc).items() for x in v):
+            time.sleep(0.05)
+        check(objects(fc) == before, "victim's objects all gone, the rest as before")
+        dc = counters(fc, 3)
+        check(dc["clients_cleaned"] == 2 and dc["objects_cleaned"] == 6 + 5, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+        sf2 = Setup(fc)
+        check(query_state(fc, sf2.qp) == 0, "the daemon still serves")
+
+        # ---- start-up errors
+        r = subprocess.run([HCAEMUD, "--socket", sock, "--eal", "--no-huge"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and "taken" in r.stderr, f"socket taken: {r.returncode} {r.stderr}")
+        r = subprocess.run([HCAEMUD, "--bogus"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 2 and "bad argument" in r.stderr, f"bad option: {r.returncode} {r.stderr}")
+        r = subprocess.run([HCAEMUD, "--socket-mode", "999"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 2, f"bad mode: {r.returncode}")
+        r = subprocess.run([HCAEMUD, "--socket", "/nonexistent-dir/x.sock"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and "writable" in r.stderr, f"unwritable dir: {r.returncode} {r.stderr}")
+        s2 = os.path.join(d, "s2.sock")
+        r = subprocess.run([HCAEMUD, "--socket", s2, "--eal", "--no-huge --bogus-eal-arg"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and "EAL" in r.stderr and not os.path.exists(s2), f"bad EAL: {r.returncode} {r.stderr}")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        stale.bind(s2)
+        stale.close()
+        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
+        log2.seek(0)
+        check("removed the stale socket" in log2.read() and p2.poll() is None, "stale socket removed")
+        one = Client(s2)
+        two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        two.settimeout(5)
+        two.connect(s2)
+        check(two.recv(100) == b"", "--max-clients 1: the second client is closed")
+        two.close()
+        for i in range(2):
+            check(one.req("alloc_pd")[0]["status"] == 0, f"--max-objects 2: PD {i}")
+        h, _, _ = one.req("alloc_pd")
+        check((h["status"], h["error"]) == (ST["no_resources"], ERR["limit"]), f"--max-objects 2: third PD {h}")
+        one.close()
+        p2.send_signal(signal.SIGINT)
+        check(p2.wait(timeout=20) == 0 and not os.path.exists(s2), "SIGINT: exit 0, socket gone")
+
+        # ---- SIGTERM: a connected client is told
+        p.send_signal(signal.SIGTERM)
+        fc.s.settimeout(10)
+        got = None
+        try:
+            while got is None:
+                msg = fc.s.recv(1000)
+                if not msg:
+                    break
+                op = struct.unpack_from("<H", msg, 6)[0]
+                if op == EV_SHUTDOWN:
+                    got = msg
+        except OSError:
+            pass
+        check(got is not None and len(got) == 24, "SIGTERM: Ev::shutdown received")
+        check(p.wait(timeout=20) == 0, "SIGTERM: exit 0")
+        check(not os.path.exists(sock), "SIGTERM: socket removed")
+        for lg in (log, log2):
+            lg.seek(0)
+            text = lg.read()
+            check(not any(w in text for w in ("runtime error", "AddressSanitizer", "LeakSanitizer")),
+                  "no sanitizer report in the daemon's log")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.seek(0)
+        if failures:
+            print("---- daemon log\n" + log.read()[-3000:])
+    if not failures:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--child":
+        sys.exit(child(sys.argv[2]))
+    sys.exit(main())
