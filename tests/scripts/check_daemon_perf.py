@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""`hcaemu perf` through hcaemud (issue 6): two daemons over DPDK's net_memif (A the memif server at
+198.18.0.1, B the memif client at 198.18.0.2), each perf process a client of its daemon
+(`--device unix:PATH`), the out-of-band exchange over TCP on 127.0.0.1.
+
+- Every perf test (write/read/send/atomic, bw/lat) A <-> B: both exit 0, perftest's tables with the
+  size and count asked for, and --check finds the data where it belongs ('data check: ok').
+- Two clients on one daemon: server and client both on A (the daemon loops its own traffic back).
+- A client SIGKILLed in the middle of a transfer while a second pair runs beside it: the second pair
+  finishes with its data right; `hcaemu res show` then lists none of the killed process's objects.
+- `hcaemu stat --json` and `hcaemu res show --json` parse and show the traffic.
+- SIGTERM: both daemons exit 0 and remove their sockets.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib  # noqa: E402
+
+failures = []
+RESULT = re.compile(r"^ (\d+)\s+(\d+)\s+")
+
+
+def expect(name, cond, detail=""):
+    print(("ok    " if cond else "FAIL  ") + name, flush=True)
+    if not cond:
+        failures.append(f"{name}: {str(detail)[-3000:]}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def results(out):
+    return [(int(m.group(1)), int(m.group(2))) for m in (RESULT.match(l) for l in out.splitlines()) if m]
+
+
+def start_server(hcaemu, test, dev, port, args):
+    srv = subprocess.Popen([hcaemu, "perf", test, "--device", dev, "-p", str(port), "--oob-timeout", "30"] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = []
+    for line in srv.stdout:  # perftest's banner, printed just before it listens
+        head.append(line)
+        if "Waiting for client" in line or len(head) > 10:
+            break
+    return srv, head
+
+
+def run_pair(hcaemu, test, sdev, cdev, args, timeout=120):
+    port = free_port()
+    srv, head = start_server(hcaemu, test, sdev, port, args)
+    try:
+        cli = subprocess.run([hcaemu, "perf", test, "--device", cdev, "-p", str(port), "--oob-timeout", "30",
+                              "127.0.0.1"] + args, capture_output=True, text=True, timeout=timeout)
+        so, se = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        so, se = srv.communicate()
+        return None, "".join(head) + so + se
+    return (srv.returncode, "".join(head) + so, se, cli.returncode, cli.stdout, cli.stderr), None
+
+
+def check_pair(hcaemu, test, sdev, cdev, args, sizes, iters, label):
+    r, t = run_pair(hcaemu, test, sdev, cdev, args)
+    if r is None:
+        expect(f"{label}: both ends finish", False, t)
+        return
+    rs, so, se, rc, co, ce = r
+    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    expect(f"{label}: client's table has sizes {sizes} x {iters}", results(co) == [(s, iters) for s in sizes], detail)
+    verb, kind = test.split("_")
+    checker = {"write_bw": so, "read_bw": co, "send_bw": so, "atomic_bw": so,
+               "write_lat": so + co, "send_lat": so + co, "read_lat": co, "atomic_lat": co}[test]
+    n = 2 if kind == "lat" and verb in ("write", "send") else 1
+    expect(f"{label}: data check: ok", checker.count("data check: ok") == n and "FAILED" not in so + co, detail)
+
+
+def res_json(hcaemu, dev, kind):
+    r = subprocess.run([hcaemu, "res", "show", kind, "--json", "--device", dev], capture_output=True, text=True,
+                       timeout=30)
+    try:
+        return r.returncode, json.loads(r.stdout), r
+    except ValueError:
+        return r.returncode, None, r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hcaemu", required=True)
+    ap.add_argument("--hcaemud", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hcaemu-dperf-") as tmp:
+        tag = str(os.getpid())
+        sa, sb = os.path.join(tmp, "a.sock"), os.path.join(tmp, "b.sock")
+        da = daemonlib.Daemon(a.hcaemud, sa, daemonlib.memif_eal(tmp, "server", "0", tag), "198.18.0.1/24",
+                              "02:00:00:00:00:01")
+        if not da.wait_ready():
+            expect("daemon A (memif server) starts", False, f"rc={da.stop()}\n{da.out}\n{da.err}")
+            return finish()
+        db = daemonlib.Daemon(a.hcaemud, sb, daemonlib.memif_eal(tmp, "client", "1", tag), "198.18.0.2/24",
+                              "02:00:00:00:00:02")
+        if not db.wait_ready():
+            expect("daemon B (memif client) starts", False, f"rc={db.stop()}\n{db.out}\n{db.err}")
+            da.stop()
+            return finish()
+        A, B = f"unix:{sa}", f"unix:{sb}"
+        try:
+            for test, args, sizes, iters in (
+                    ("write_bw", ["-s", "65536", "-n", "200"], [65536], 200),
+                    ("read_bw", ["-s", "4096", "-n", "200"], [4096], 200),
+                    ("send_bw", ["-s", "4096", "-n", "200"], [4096], 200),
+                    ("atomic_bw", ["-n", "200"], [8], 200),
+                    ("atomic_bw", ["-n", "200", "-A", "CMP_AND_SWAP"], [8], 200),
+                    ("write_lat", ["-s", "64", "-n", "200"], [64], 200),
+                    ("read_lat", ["-s", "4096", "-n", "200"], [4096], 200),
+                    ("send_lat", ["-s", "2048", "-n", "200"], [2048], 200),
+                    ("atomic_lat", ["-n", "200"], [8], 200)):
+                check_pair(a.hcaemu, test, A, B, args + ["--check"], sizes, iters,
+                           f"A<->B {test} {' '.join(args)}")
+            # two clients of one daemon, talking through its loopback
+            check_pair(a.hcaemu, "write_bw", A, A, ["-s", "8192", "-n", "200", "--check"], [8192], 200,
+                       "A<->A write_bw -s 8192")
+            check_pair(a.hcaemu, "send_lat", B, B, ["-s", "64", "-n", "200", "--check"], [64], 200,
+                       "B<->B send_lat -s 64")
+            sigkill_case(a.hcaemu, A, B)
+            rc, st, r = (lambda r: (r.returncode, r.stdout, r))(
+                subprocess.run([a.hcaemu, "stat", "--json", "--device", A], capture_output=True, text=True, timeout=30))
+            try:
+                j = json.loads(st)
+            except ValueError:
+                j = None
+            expect("stat --json on A: exit 0, valid JSON", rc == 0 and isinstance(j, dict), f"{r.stdout}\n{r.stderr}")
+            if isinstance(j, dict):
+                dev = j.get("device", {})
+                expect("stat --json on A: device counters show the traffic (sent_pkts, rcvd_pkts > 0)",
+                       isinstance(dev, dict) and dev.get("sent_pkts", 0) > 0 and dev.get("rcvd_pkts", 0) > 0, st)
+        finally:
+            ra, rb = da.stop(), db.stop()
+        expect("SIGTERM: daemon A exits 0", ra == 0, f"rc={ra}\n{da.out}\n{da.err}")
+        expect("SIGTERM: daemon B exits 0", rb == 0, f"rc={rb}\n{db.out}\n{db.err}")
+        expect("SIGTERM: both control sockets removed", not os.path.exists(sa) and not os.path.exists(sb))
+    return finish()
+
+
+def sigkill_case(hcaemu, A, B):
+    """Pair 1 (victim) and pair 2 run at once, A's side the client of both; pair 1's client is
+    SIGKILLed in the middle; pair 2 must finish with its data right; A must free pair 1's objects."""
+    p1, p2 = free_port(), free_port()
+    s1, _ = start_server(hcaemu, "write_bw", B, p1, ["-s", "65536", "-n", "2000000"])
+    s2, _ = start_server(hcaemu, "write_bw", B, p2, ["-s", "4096", "-n", "20000", "--check"])
+    c1 = subprocess.Popen([hcaemu, "perf", "write_bw", "--device", A, "-p", str(p1), "--oob-timeout", "30",
+                           "-s", "65536", "-n", "2000000", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    c2 = subprocess.Popen([hcaemu, "perf", "write_bw", "--device", A, "-p", str(p2), "--oob-timeout", "30",
+                           "-s", "4096", "-n", "20000", "--check", "127.0.0.1"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    # Mid-transfer: once A holds the victim's QP in RTS (its objects exist), give it a moment to run.
+    victim_seen = False
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not victim_seen:
+        rc, objs, _ = res_json(hcaemu, A, "qp")
+        victim_seen = rc == 0 and isinstance(objs, list) and any(o.get("pid") == c1.pid for o in objs)
+        time.sleep(0.1)
+    expect("SIGKILL case: the victim's QP is listed by res show qp on A while it runs", victim_seen)
+    time.sleep(0.5)
+    alive = c1.poll() is None
+    expect("SIGKILL case: the victim is still transferring when killed", alive)
+    c1.send_signal(signal.SIGKILL)
+    c1.communicate(timeout=30)
+    # The daemon frees what the victim held once it sees the connection close.
+    gone = False
+    left = {}
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not gone:
+        left = {}
+        for kind in ("pd", "mr", "cq", "qp", "srq"):
+            rc, objs, _ = res_json(hcaemu, A, kind)
+            left[kind] = None if objs is None else [o for o in objs if o.get("pid") == c1.pid]
+        gone = all(v == [] for v in left.values())
+        time.sleep(0.1)
+    expect("SIGKILL case: res show pd|mr|cq|qp|srq on A lists none of the victim's objects", gone, left)
+    try:
+        o2, e2 = c2.communicate(timeout=120)
+        so2, se2 = s2.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        c2.kill()
+        s2.kill()
+        o2, e2 = c2.communicate()
+        so2, se2 = s2.communicate()
+    d = f"client rc={c2.returncode}\n{o2}\n{e2}\nserver rc={s2.returncode}\n{so2}\n{se2}"
+    expect("SIGKILL case: the other pair finishes, both exit 0", c2.returncode == 0 and s2.returncode == 0, d)
+    expect("SIGKILL case: the other pair's data check: ok", "data check: ok" in so2, d)
+    # The victim's peer server fails on its own (its peer vanished); bounded by --oob-timeout.
+    try:
+        s1.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        s1.kill()
+        s1.communicate()
+    expect("SIGKILL case: the victim's peer exits with a failure, not a hang", s1.returncode not in (0, None))
+
+
+def finish():
+    if failures:
+        print(f"\n{len(failures)} check(s) failed:", file=sys.stderr)
+        for f in failures:
+            print(f, file=sys.stderr)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
