@@ -153,7 +153,6 @@ Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendF
     : att_(att), dev_(att.dev()), ctr_(ctr), max_objects_(max_objects), send_(std::move(send)) {}
 
 Engine::~Engine() {
-    for (auto& [id, c] : clients_) (void)id, (void)c;
     while (!clients_.empty()) remove_client(clients_.begin()->first);
 }
 
