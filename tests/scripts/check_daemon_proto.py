@@ -699,6 +699,9 @@ def main():
         s2 = os.path.join(d, "s2.sock")
         r = subprocess.run([HCAEMUD, "--socket", s2, "--eal", "--no-huge --bogus-eal-arg"], capture_output=True, text=True, timeout=20)
         check(r.returncode == 1 and "EAL" in r.stderr and not os.path.exists(s2), f"bad EAL: {r.returncode} {r.stderr}")
+        eal = f"--no-huge -m 128 --no-pci --no-shconf -l 0 --no-telemetry --file-prefix hcaemud-np-{os.getpid()} --vdev=net_ring_np{os.getpid() % 10000}"
+        r = subprocess.run([HCAEMUD, "--socket", s2, "--eal", eal, "--dpdk-port", "net_nosuch0"], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 1 and "net_nosuch0" in r.stderr and not os.path.exists(s2), f"no such port: {r.returncode} {r.stderr}")
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stale.bind(s2)
         stale.close()

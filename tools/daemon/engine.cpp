@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -153,7 +154,6 @@ Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendF
     : att_(att), dev_(att.dev()), ctr_(ctr), max_objects_(max_objects), send_(std::move(send)) {}
 
 Engine::~Engine() {
-    for (auto& [id, c] : clients_) (void)id, (void)c;
     while (!clients_.empty()) remove_client(clients_.begin()->first);
 }
 
@@ -579,6 +579,8 @@ void Engine::remove_client(uint32_t id) {
         if (p->pd.destroy() == Status::busy) zombie_pds_.push_back(std::move(p->pd));
     }
     c.pds.clear();
+    std::fprintf(stderr, "hcaemud: client %u (pid %u, %s) gone: %llu object(s) destroyed\n", c.id, c.pid, c.comm.c_str(),
+                 static_cast<unsigned long long>(n));
     clients_.erase(cit);
     ctr_.inc(DCounter::objects_cleaned, n);
     ctr_.inc(DCounter::clients_cleaned);
