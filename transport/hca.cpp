@@ -199,6 +199,8 @@ void Hca::retire(QpCtx& c, const Wc& wc) {
         w.qp_num = c.qp->qpn;
         trace_wc(c.qp->qpn, w);
     }
+    // rxe's rdma_sends: SEND WQEs completed successfully (as rdma_recvs counts the receive side).
+    if (wc.status == WcStatus::success && wc.opcode == WcOpcode::send) counters().add(Counter::rdma_sends);
     dev_.retire_send(c.qp, wc);
 }
 

@@ -113,7 +113,7 @@ def main():
         print('pair: counter deltas', {k: v for k, v in delta.items() if v}, flush=True)
         # Per message, both sides: 1 WRITE, 1 SEND, 1 READ, 2 atomics each.
         for k, v in (('rx_write_requests', 2), ('rx_read_requests', 2), ('rx_atomic_requests', 4),
-                     ('rdma_recvs', 2), ('resp_remote_access_errors', 0), ('dma_access_errors', 0),
+                     ('rdma_recvs', 2), ('rdma_sends', 2), ('resp_remote_access_errors', 0), ('dma_access_errors', 0),
                      ('req_cqe_error', 0), ('resp_cqe_error', 0), ('retry_exceeded_err', 0)):
             check(delta.get(k) == v, 'pair: %s delta %s, expected %d' % (k, delta.get(k), v))
         check(not objects_of(objs, pa.pid) and not objects_of(objs, pb.pid), 'pair: no objects left of either client')
