@@ -1,5 +1,7 @@
 #include "dpdk_port/dpdk.hpp"
 
+#include <atomic>
+
 extern "C" {
 #include <net/if.h>
 #include <sys/ioctl.h>
@@ -113,6 +115,29 @@ void sync_interrupt_thread() {
     if (!fired.load()) rte_eal_alarm_cancel(fire, &fired);  // waits for a running callback
 }
 
+// Runs fn(arg) in the EAL's interrupt thread, as an alarm callback, and waits for it (at most 5 s;
+// false if it did not run). net_memif's disconnect on a peer's message runs in that thread, and
+// DPDK 22.11's memif_disconnect frees the regions without a lock: a stop or close of ours run
+// anywhere else can interleave with it and free them twice (SIGSEGV in rte_eth_dev_stop at a
+// perf client's exit, seen under load). Run there, the two are serialised.
+bool run_in_interrupt_thread(void (*fn)(void*), void* arg) {
+    struct Call {
+        void (*fn)(void*);
+        void* arg;
+        std::atomic<bool> done{false};
+    };
+    static constexpr auto run = [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->fn(c->arg);
+        c->done.store(true, std::memory_order_release);
+    };
+    Call c{fn, arg};
+    if (rte_eal_alarm_set(1, run, &c) != 0) return false;
+    for (int i = 0; i < 50000 && !c.done.load(std::memory_order_acquire); ++i) usleep(100);
+    if (!c.done.load(std::memory_order_acquire)) rte_eal_alarm_cancel(run, &c);  // waits for a running one
+    return c.done.load(std::memory_order_acquire);
+}
+
 std::string port_name(uint16_t id) {
     char name[RTE_ETH_NAME_MAX_LEN] = {};
     if (rte_eth_dev_get_name_by_port(id, name) != 0) return "?";
@@ -152,13 +177,20 @@ bool close_ethdev(uint16_t id) {
     if (rte_eth_dev_info_get(id, &di) != 0) return false;
     const rte_devargs* da = di.device ? rte_dev_devargs(di.device) : nullptr;
     const std::string args = da && da->args ? da->args : "";
-    const bool memif_server = di.driver_name && std::string(di.driver_name) == "net_memif" &&
-                              !devarg_is(args, "role", "client");
-    (void)rte_eth_dev_stop(id);  // -EINVAL/-EBUSY when never started: close anyway
-    if (!memif_server) {
-        rte_eth_dev_close(id);
-        return true;
-    }
+    const bool memif = di.driver_name && std::string(di.driver_name) == "net_memif";
+    const bool memif_server = memif && !devarg_is(args, "role", "client");
+    struct Op {
+        uint16_t id;
+        bool close;
+    } op{id, !memif_server};
+    static constexpr auto stop_close = [](void* p) {
+        const auto* o = static_cast<const Op*>(p);
+        (void)rte_eth_dev_stop(o->id);  // -EINVAL/-EBUSY when never started: close anyway
+        if (o->close) rte_eth_dev_close(o->id);
+    };
+    // memif: in the interrupt thread, beside the PMD's own disconnects (run_in_interrupt_thread).
+    if (!memif || !run_in_interrupt_thread(stop_close, &op)) stop_close(&op);
+    if (!memif_server) return true;
     // DPDK 22.11's memif close frees the listener socket's interrupt handle without unregistering
     // its callback (memif_socket_remove_device): the interrupt thread's next rebuild of its epoll
     // set reads the freed handle (SIGSEGV in rte_intr_fd_get at a server's exit, seen in CI). So a
