@@ -254,9 +254,12 @@ bool Session::close(bool eof_ok) {
     const auto d = oob::format_done();
     std::string e;
     if (!conn_.write_all(d, o_.oob_timeout_ms, e)) return fail("out-of-band exchange (done): " + e);
+    // perftest (ctx_close_connection) writes "done" and closes without reading ours; a close with
+    // ours unread resets the connection, which can cut its "done" short (seen with netem loss on
+    // the TCP in interop). Past the last barrier a peer that closed is therefore no failure.
     std::array<uint8_t, oob::kPerftestDoneLen> t{};
     if (!conn_.read_exact(t, o_.oob_timeout_ms, e))
-        return eof_ok && conn_.peer_closed() ? true : fail("out-of-band exchange (done): " + e);
+        return conn_.peer_closed() ? true : fail("out-of-band exchange (done): " + e);
     return check(oob::parse_done(t), "done");
 }
 
