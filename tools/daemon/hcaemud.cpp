@@ -55,8 +55,8 @@ const char* const kHelp =
     "--vdev=net_ring0\"; without --ip the address is 198.18.0.1/24. Two QPs of this daemon talk\n"
     "to each other on any port (the HCA loops frames for its own address back).\n"
     "Threads: with a second EAL lcore (e.g. -l 0,1) the data path runs there\n"
-    "(rte_eal_remote_launch), otherwise on a std::thread. After 1024 idle turns it sleeps 50 us\n"
-    "per turn, after 20000 500 us, until there is work again.\n"
+    "(rte_eal_remote_launch), otherwise on a std::thread. After 64 idle turns it yields the CPU\n"
+    "each turn, after 20000 it sleeps 50 us per turn, after 40000 500 us, until there is work.\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 start-up error, 2 bad arguments.\n"
     "\n";
 
