@@ -312,6 +312,169 @@ def child(path):
         st64(st.cq_ring, 128, ld64(st.cq_ring, 64))
 
 
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def review_checks(d):
+    """A daemon of its own: clients gone while their replies are sent, a client that never reads,
+    res_list paging over hundreds of objects, a backlogged socket path, the flush CQEs at SIGTERM."""
+    sock = os.path.join(d, "r.sock")
+    p, log = start_daemon(d, sock, name="r")
+    try:
+        w = Client(sock, comm=b"watch")
+        # ---- clients gone before their replies (create_cq, res_list, reg_mr): sendmsg fails, the
+        # daemon drops them (a use-after-free before: drop() erased the entry its caller held)
+        for i in range(150):
+            c = Client(sock, comm=b"gone")
+            fd = memfd(4096)
+            c.seq = 100
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["create_cq"], 32, 2) + struct.pack("<iB3xQ", 64, 1, 0))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, 3) + struct.pack("<B3xI", 0, 0))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["reg_mr"], 48, 4) + struct.pack("<IIQQQ", 1, 1, 0, 4096, 0), [fd])
+            os.close(fd)
+            c.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and counters(w, 3)["clients_connected"] != 1:
+            time.sleep(0.05)
+        dc = counters(w, 3)
+        check(p.poll() is None and dc["clients_connected"] == 1 and dc["clients_total"] == 151,
+              f"clients gone mid-reply: daemon alive, connected {dc['clients_connected']} total {dc['clients_total']}")
+        o = objects(w)
+        check(not any(x for k in o for x in o[k]), f"clients gone mid-reply: no object left {o}")
+
+        # ---- a client that sends and never reads: the daemon stops reading it (its replies wait),
+        # memory stays bounded, others are served; then it reads every reply, in order
+        fl = Client(sock, comm=b"flood")
+        rss0 = rss_kb(p.pid)
+        fl.s.setblocking(False)
+        sent, kinds = 0, []
+        deadline = time.time() + 20
+        stalled = None
+        while sent < 100000 and time.time() < deadline:
+            seq = sent + 1
+            if seq % 500 == 0:
+                msg = struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, seq) + struct.pack("<B3xI", 0, 0)
+            else:
+                msg = struct.pack("<IHHII", MAGIC, VERSION, OP["query_device"], 17, seq)  # bad length
+            try:
+                fl.s.send(msg)
+            except BlockingIOError:
+                if stalled is None:
+                    stalled = time.time()
+                if time.time() - stalled > 1.0:
+                    break
+                time.sleep(0.01)
+                continue
+            stalled = None
+            kinds.append("res" if seq % 500 == 0 else "bad")
+            sent += 1
+        rss1 = rss_kb(p.pid)
+        check(sent < 100000, f"flood: the daemon stopped reading a client that reads nothing ({sent} sent)")
+        check(rss1 - rss0 < 4096, f"flood: daemon RSS {rss0} -> {rss1} kB")
+        h, _, _ = w.req("query_device")
+        check(h["status"] == 0, "flood: another client served meanwhile")
+        fl.s.setblocking(True)
+        fl.s.settimeout(10)
+        got_ok = True
+        for i in range(sent):
+            h, b, _ = fl.recv()
+            want_err = 0 if kinds[i] == "res" else ERR["bad_length"]
+            if h["seq"] != i + 1 or h["error"] != want_err:
+                got_ok = False
+                check(False, f"flood: reply {i + 1}: {h}")
+                break
+        check(got_ok, f"flood: {sent} replies in order")
+        h, _, _ = fl.req("query_device")
+        check(h["status"] == 0, "flood: the client is served again after reading")
+        fl.close()
+
+        # ---- res_list paging: two clients, a few hundred PDs; pages built only as returned
+        pa, pb = Client(sock, comm=b"pa"), Client(sock, comm=b"pb")
+        mine = {}
+        for c, n in ((pa, 37), (pb, 300)):
+            for _ in range(n):
+                h, b, _ = c.req("alloc_pd")
+                mine[(c.id, struct.unpack_from("<I", b)[0])] = 1
+        got = res_list(w, 0)
+        keys = [(x["client"], int(x["handle"])) for x in got]
+        check(len(keys) == 337 and set(keys) == set(mine), f"res_list pd: {len(keys)} objects, exact set")
+        h, b, _ = w.req("res_list", struct.pack("<B3xI", 0, 30))
+        total, n = struct.unpack_from("<II", b)
+        page = [struct.unpack_from("<I", b, 8 + i * 688)[0] for i in range(n)]
+        check(total == 337 and n == 16 and page == [k[0] for k in keys[30:46]], f"res_list from 30: total {total} n {n}")
+        h, b, _ = w.req("res_list", struct.pack("<B3xI", 0, 337))
+        check(struct.unpack_from("<II", b) == (337, 0), "res_list past the end: total, no object")
+        pa.close()
+        pb.close()
+
+        # ---- socket path of a live listener whose backlog is full: taken, no hang
+        s3 = os.path.join(d, "full.sock")
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ls.bind(s3)
+        ls.listen(0)
+        held = []
+        for _ in range(64):
+            x = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            x.setblocking(False)
+            try:
+                x.connect(s3)
+            except BlockingIOError:
+                x.close()
+                break
+            held.append(x)
+        try:
+            r = subprocess.run([HCAEMUD, "--socket", s3], capture_output=True, text=True, timeout=20)
+            check(r.returncode == 1 and "taken" in r.stderr, f"full backlog: {r.returncode} {r.stderr}")
+        except subprocess.TimeoutExpired:
+            check(False, "full backlog: hcaemud hung on the socket check")
+        for x in held:
+            x.close()
+        ls.close()
+
+        # ---- SIGTERM: posted receives are flushed into the CQ ring before the shutdown event
+        fx = Client(sock, comm=b"flush")
+        sx = Setup(fx)
+        to_rts(fx, sx.qp, sx.qpn)
+        for i in range(3):
+            post_recv(sx.sq_ring, sx.rq_ring, i, 500 + i, [(sx.iova, 64, sx.lkey)])
+        h, _, _ = fx.req("alloc_pd")  # a round trip: the doorbell is polled every turn
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        got = None
+        try:
+            while got is None:
+                msg = fx.s.recv(1000)
+                if not msg:
+                    break
+                if struct.unpack_from("<H", msg, 6)[0] == EV_SHUTDOWN:
+                    got = msg
+        except OSError:
+            pass
+        check(got is not None, "flush at SIGTERM: shutdown event")
+        prod = ld64(sx.cq_ring, 64)
+        cq = [cqe(sx.cq_ring, i) for i in range(min(prod, 3))]
+        check(prod == 3 and sorted((x["wr_id"], x["status"]) for x in cq) == [(500, 5), (501, 5), (502, 5)],
+              f"flush at SIGTERM: 3 FLUSH_ERR CQEs in the ring when the event arrives: prod {prod} {cq}")
+        check(p.wait(timeout=20) == 0, "review daemon: exit 0")
+        log.seek(0)
+        text = log.read()
+        check(not any(x in text for x in ("runtime error", "AddressSanitizer", "LeakSanitizer")),
+              "review daemon: no sanitizer report")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if failures:
+            log.seek(0)
+            print("---- review daemon log\n" + log.read()[-3000:])
+
+
 def main():
     global sent_bad_handles
     d = tempfile.mkdtemp(prefix="hcaemud-test-")
@@ -739,6 +902,7 @@ def main():
         check(got is not None and len(got) == 24, "SIGTERM: Ev::shutdown received")
         check(p.wait(timeout=20) == 0, "SIGTERM: exit 0")
         check(not os.path.exists(sock), "SIGTERM: socket removed")
+        review_checks(d)
         for lg in (log, log2):
             lg.seek(0)
             text = lg.read()
