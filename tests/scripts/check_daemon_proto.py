@@ -413,6 +413,72 @@ def review_checks(d):
         pa.close()
         pb.close()
 
+        # ---- creating ops with hostile sizes and caps, on the client's own handles: every reply
+        # well formed (seq, op checked by req()), status and error from each op's allowed set
+        z = Client(sock, comm=b"fuzzc")
+        sz = Setup(z)
+        mfd = memfd(8192)
+        rz = random.Random(11)
+        big = [0, 1, 2, 3, 15, 16, 17, 255, 4096, 16383, 16384, 16385, 32767, 32768, 65535, 65536,
+               0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF]
+        u32 = lambda: rz.choice(big) if rz.random() < 0.8 else rz.getrandbits(32)
+        u64 = lambda: rz.choice([0, 1, 4095, 4096, 8191, 8192, 8193, 1 << 63, (1 << 64) - 1, (1 << 64) - 4096, rz.getrandbits(64)])
+        cap = lambda: rz.choice([0, 1, 2, 3, 4, 16, 64, 200]) if rz.random() < 0.7 else u32()
+        hd = lambda own: own if rz.random() < 0.85 else rz.choice([0, own + 1, rz.getrandbits(32)])
+        S = ST
+        allowed = {
+            "create_cq": ({S["ok"], S["invalid_argument"], S["no_resources"]}, {0, ERR["bad_field"], ERR["limit"]}),
+            "resize_cq": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0}),
+            "create_qp": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["bad_field"], ERR["limit"]}),
+            "create_srq": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["limit"]}),
+            "reg_mr": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["bad_fd"], ERR["limit"]}),
+        }
+        destroy = {"create_cq": "destroy_cq", "create_qp": "destroy_qp", "create_srq": "destroy_srq", "reg_mr": "dereg_mr"}
+        rss0 = rss_kb(p.pid)
+        made = {k: 0 for k in allowed}
+        for i in range(1500):
+            op = rz.choice(list(allowed))
+            fds = ()
+            if op == "create_cq":
+                body = struct.pack("<IB3xQ", u32(), rz.choice([0, 1, 1, 2, 255]), rz.getrandbits(64))
+            elif op == "resize_cq":
+                body = struct.pack("<II", hd(sz.cq), u32())
+            elif op == "create_qp":
+                body = struct.pack("<IIII5IBB2x", hd(sz.pd), hd(sz.cq), hd(sz.cq), 0 if rz.random() < 0.9 else u32(),
+                                   cap(), cap(), cap(), cap(), cap(), rz.choice([2, 2, 3, 4, 0, 9]), rz.choice([0, 1, 2]))
+            elif op == "create_srq":
+                body = struct.pack("<II3I", hd(sz.pd), 0, u32(), u32(), u32())
+            else:
+                body = struct.pack("<IIQQQ", hd(sz.pd), rz.choice([0, 1, 15, 0xFFFFFFFF, rz.getrandbits(32)]), u64(), u64(), u64())
+                fds = (mfd,)
+            req_caps = struct.unpack_from("<5I", body, 16) if op == "create_qp" else None
+            h, b, f = z.req(op, body, fds)
+            sts, errs = allowed[op]
+            check(h["status"] in sts and h["error"] in errs and (h["error"] == 0 or h["status"] in (S["invalid_argument"], S["no_resources"])),
+                  f"hostile {op} {body.hex()}: status {h['status']} error {h['error']}")
+            check(len(f) == (1 if h["status"] == 0 and op not in ("reg_mr",) else 0), f"hostile {op}: fds {f} with status {h['status']}")
+            for x in f:
+                os.close(x)
+            if h["status"] == 0:
+                made[op] += 1
+                if op == "create_qp":
+                    got = struct.unpack_from("<5I", b, 8)
+                    check(all(g >= r for g, r in zip(got, req_caps)), f"hostile create_qp: granted {got} < asked {req_caps}")
+                if op in destroy:
+                    r2, _, _ = z.req(destroy[op], struct.pack("<II", struct.unpack_from("<I", b)[0], 0))
+                    check(r2["status"] == 0, f"destroy after hostile {op}: {r2}")
+            if failures:
+                break
+        os.close(mfd)
+        rss1 = rss_kb(p.pid)
+        print("hostile creates that succeeded:", made, f"daemon RSS {rss0} -> {rss1} kB", flush=True)
+        check(rss1 - rss0 < 16384, f"hostile creates: daemon RSS {rss0} -> {rss1} kB")
+        check(p.poll() is None, "hostile creates: daemon alive")
+        z.close()
+        fz = Client(sock, comm=b"after")
+        Setup(fz)
+        fz.close()
+
         # ---- socket path of a live listener whose backlog is full: taken, no hang
         s3 = os.path.join(d, "full.sock")
         ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
