@@ -479,6 +479,46 @@ def review_checks(d):
         Setup(fz)
         fz.close()
 
+        # ---- a passed TCP socket (loopback) with SO_LINGER 30 s and unsent data: the daemon closes it
+        # at once (SO_LINGER {1, 0}: the peer sees a reset) and answers the next request
+        ln = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ln.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        ln.bind(("127.0.0.1", 0))
+        ln.listen(1)
+        ts = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ts.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ts.connect(ln.getsockname())
+        peer, _ = ln.accept()
+        ts.setblocking(False)
+        try:
+            for _ in range(10000):
+                ts.send(bytes(4096))
+        except BlockingIOError:
+            pass
+        ts.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 30))
+        lc = Client(sock, comm=b"linger")
+        expect_error(lc, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "fd_unexpected",
+                     "a TCP socket with alloc_pd", [ts.fileno()])
+        ts.close()
+        try:
+            h, _, _ = lc.req("query_device")
+            check(h["status"] == 0, "lingering socket: the next request answered")
+        except OSError as e:
+            check(False, f"lingering socket: no reply ({e}): close() blocked the io thread")
+        peer.settimeout(10)
+        reset = False
+        try:
+            while peer.recv(65536):
+                pass
+        except ConnectionResetError:
+            reset = True
+        except OSError:
+            pass
+        check(reset, "lingering socket: closed by the daemon with a reset (SO_LINGER {1, 0})")
+        peer.close()
+        ln.close()
+        lc.close()
+
         # ---- socket path of a live listener whose backlog is full: taken, no hang
         s3 = os.path.join(d, "full.sock")
         ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
