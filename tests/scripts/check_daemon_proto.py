@@ -393,6 +393,19 @@ def review_checks(d):
         h, _, _ = fl.req("query_device")
         check(h["status"] == 0, "flood: the client is served again after reading")
         fl.close()
+        # the same flood, then the client goes without reading: the daemon notices (its write side)
+        f2 = Client(sock, comm=b"flood2")
+        f2.s.setblocking(False)
+        try:
+            for i in range(100000):
+                f2.s.send(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, i + 1) + struct.pack("<B3xI", 0, 0))
+        except BlockingIOError:
+            pass
+        f2.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and counters(w, 3)["clients_connected"] != 1:
+            time.sleep(0.05)
+        check(counters(w, 3)["clients_connected"] == 1, "flood2: a client gone while paused is dropped")
 
         # ---- res_list paging: two clients, a few hundred PDs; pages built only as returned
         pa, pb = Client(sock, comm=b"pa"), Client(sock, comm=b"pb")
