@@ -375,6 +375,7 @@ def review_checks(d):
             kinds.append("res" if seq % 500 == 0 else "bad")
             sent += 1
         rss1 = rss_kb(p.pid)
+        print(f"flood: {sent} requests sent before the client's socket was full", flush=True)
         check(sent < 100000, f"flood: the daemon stopped reading a client that reads nothing ({sent} sent)")
         check(rss1 - rss0 < 4096, f"flood: daemon RSS {rss0} -> {rss1} kB")
         h, _, _ = w.req("query_device")
@@ -510,10 +511,20 @@ def review_checks(d):
             pass
         ts.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 30))
         lc = Client(sock, comm=b"linger")
-        expect_error(lc, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "fd_unexpected",
-                     "a TCP socket with alloc_pd", [ts.fileno()])
+        # 40 res_list first, unread: their replies (11 kB each) fill the daemon's send buffer and
+        # it pauses reading us, so the fd is still in flight when we close our copy: the daemon's
+        # close is the last one
+        for i in range(40):
+            lc.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, 1000 + i) + struct.pack("<B3xI", 0, 0))
+        lc.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1040), [ts.fileno()])
         ts.close()
         try:
+            for i in range(40):
+                h, _, _ = lc.recv()
+                check(h["seq"] == 1000 + i and h["error"] == 0, f"lingering socket: res_list reply {i}: {h}")
+            h, _, _ = lc.recv()
+            check(h["seq"] == 1040 and h["error"] == ERR["fd_unexpected"], f"lingering socket: fd_unexpected {h}")
+            lc.seq = 2000
             h, _, _ = lc.req("query_device")
             check(h["status"] == 0, "lingering socket: the next request answered")
         except OSError as e:
