@@ -2,7 +2,9 @@
 """hcaemud's control protocol from a raw client (tools/lib/PROTOCOL.md, tools/lib/proto.hpp):
 exact replies of the simple ops, a QP to RTS, fuzzing (random bytes, truncations, bad lengths,
 magic, version, ops, hello order, fds), foreign handles refused, hostile rings, the daemon's
-counters, cleanup on disconnect, SIGTERM, start-up errors.
+counters, cleanup on disconnect, SIGTERM, start-up errors; then, on a daemon of its own: clients
+gone while their replies are sent, a client that sends and never reads, hostile creating ops, a
+lingering TCP socket passed as an fd, res_list paging, a backlogged socket path, flush CQEs at SIGTERM.
 
 usage: check_daemon_proto.py HCAEMUD"""
 import mmap
@@ -821,8 +823,11 @@ def main():
                     sent_bad_handles += 1
                 else:
                     sent_errors["bad_field"] += 1
-            elif h["error"] == ERR["bad_field"]:
-                sent_errors["bad_field"] += 1
+            else:  # no handle: query_device/port/gid, read_counters, res_list, resolve
+                check(h["error"] in (0, ERR["bad_field"]) and h["status"] in (ST["ok"], ST["invalid_argument"]) and not f,
+                      f"random op {op}: {h} fds {f}")
+                if h["error"] == ERR["bad_field"]:
+                    sent_errors["bad_field"] += 1
             if failures:
                 break
 
