@@ -2,7 +2,9 @@
 """hcaemud's control protocol from a raw client (tools/lib/PROTOCOL.md, tools/lib/proto.hpp):
 exact replies of the simple ops, a QP to RTS, fuzzing (random bytes, truncations, bad lengths,
 magic, version, ops, hello order, fds), foreign handles refused, hostile rings, the daemon's
-counters, cleanup on disconnect, SIGTERM, start-up errors.
+counters, cleanup on disconnect, SIGTERM, start-up errors; then, on a daemon of its own: clients
+gone while their replies are sent, a client that sends and never reads, hostile creating ops, a
+lingering TCP socket passed as an fd, res_list paging, a backlogged socket path, flush CQEs at SIGTERM.
 
 usage: check_daemon_proto.py HCAEMUD"""
 import mmap
@@ -312,6 +314,305 @@ def child(path):
         st64(st.cq_ring, 128, ld64(st.cq_ring, 64))
 
 
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def sanitized(pid):
+    """ASan's quarantine keeps freed memory resident: RSS bounds mean nothing under it."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
+def review_checks(d):
+    """A daemon of its own: clients gone while their replies are sent, a client that never reads,
+    res_list paging over hundreds of objects, a backlogged socket path, the flush CQEs at SIGTERM."""
+    sock = os.path.join(d, "r.sock")
+    p, log = start_daemon(d, sock, name="r")
+    try:
+        w = Client(sock, comm=b"watch")
+        # ---- clients gone before their replies (create_cq, res_list, reg_mr): sendmsg fails, the
+        # daemon drops them (a use-after-free before: drop() erased the entry its caller held)
+        for i in range(150):
+            c = Client(sock, comm=b"gone")
+            fd = memfd(4096)
+            c.seq = 100
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["create_cq"], 32, 2) + struct.pack("<iB3xQ", 64, 1, 0))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, 3) + struct.pack("<B3xI", 0, 0))
+            c.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["reg_mr"], 48, 4) + struct.pack("<IIQQQ", 1, 1, 0, 4096, 0), [fd])
+            os.close(fd)
+            c.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and counters(w, 3)["clients_connected"] != 1:
+            time.sleep(0.05)
+        dc = counters(w, 3)
+        check(p.poll() is None and dc["clients_connected"] == 1 and dc["clients_total"] == 151,
+              f"clients gone mid-reply: daemon alive, connected {dc['clients_connected']} total {dc['clients_total']}")
+        o = objects(w)
+        check(not any(x for k in o for x in o[k]), f"clients gone mid-reply: no object left {o}")
+
+        # ---- a client that sends and never reads: the daemon stops reading it (its replies wait),
+        # memory stays bounded, others are served; then it reads every reply, in order
+        fl = Client(sock, comm=b"flood")
+        rss0 = rss_kb(p.pid)
+        fl.s.setblocking(False)
+        sent, kinds = 0, []
+        deadline = time.time() + 20
+        stalled = None
+        while sent < 100000 and time.time() < deadline:
+            seq = sent + 1
+            if seq % 500 == 0:
+                msg = struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, seq) + struct.pack("<B3xI", 0, 0)
+            else:
+                msg = struct.pack("<IHHII", MAGIC, VERSION, OP["query_device"], 17, seq)  # bad length
+            try:
+                fl.s.send(msg)
+            except BlockingIOError:
+                if stalled is None:
+                    stalled = time.time()
+                if time.time() - stalled > 1.0:
+                    break
+                time.sleep(0.01)
+                continue
+            stalled = None
+            kinds.append("res" if seq % 500 == 0 else "bad")
+            sent += 1
+        rss1 = rss_kb(p.pid)
+        print(f"flood: {sent} requests sent before the client's socket was full", flush=True)
+        check(sent < 100000, f"flood: the daemon stopped reading a client that reads nothing ({sent} sent)")
+        check(sanitized(p.pid) or rss1 - rss0 < 4096, f"flood: daemon RSS {rss0} -> {rss1} kB")
+        h, _, _ = w.req("query_device")
+        check(h["status"] == 0, "flood: another client served meanwhile")
+        fl.s.setblocking(True)
+        fl.s.settimeout(10)
+        got_ok = True
+        for i in range(sent):
+            h, b, _ = fl.recv()
+            want_err = 0 if kinds[i] == "res" else ERR["bad_length"]
+            if h["seq"] != i + 1 or h["error"] != want_err:
+                got_ok = False
+                check(False, f"flood: reply {i + 1}: {h}")
+                break
+        check(got_ok, f"flood: {sent} replies in order")
+        h, _, _ = fl.req("query_device")
+        check(h["status"] == 0, "flood: the client is served again after reading")
+        fl.close()
+        # the same flood, then the client goes without reading: the daemon notices (its write side)
+        f2 = Client(sock, comm=b"flood2")
+        f2.s.setblocking(False)
+        try:
+            for i in range(100000):
+                f2.s.send(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, i + 1) + struct.pack("<B3xI", 0, 0))
+        except BlockingIOError:
+            pass
+        f2.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and counters(w, 3)["clients_connected"] != 1:
+            time.sleep(0.05)
+        check(counters(w, 3)["clients_connected"] == 1, "flood2: a client gone while paused is dropped")
+
+        # ---- res_list paging: two clients, a few hundred PDs; pages built only as returned
+        pa, pb = Client(sock, comm=b"pa"), Client(sock, comm=b"pb")
+        mine = {}
+        for c, n in ((pa, 37), (pb, 300)):
+            for _ in range(n):
+                h, b, _ = c.req("alloc_pd")
+                mine[(c.id, struct.unpack_from("<I", b)[0])] = 1
+        got = res_list(w, 0)
+        keys = [(x["client"], int(x["handle"])) for x in got]
+        check(len(keys) == 337 and set(keys) == set(mine), f"res_list pd: {len(keys)} objects, exact set")
+        h, b, _ = w.req("res_list", struct.pack("<B3xI", 0, 30))
+        total, n = struct.unpack_from("<II", b)
+        page = [struct.unpack_from("<I", b, 8 + i * 688)[0] for i in range(n)]
+        check(total == 337 and n == 16 and page == [k[0] for k in keys[30:46]], f"res_list from 30: total {total} n {n}")
+        h, b, _ = w.req("res_list", struct.pack("<B3xI", 0, 337))
+        check(struct.unpack_from("<II", b) == (337, 0), "res_list past the end: total, no object")
+        pa.close()
+        pb.close()
+
+        # ---- creating ops with hostile sizes and caps, on the client's own handles: every reply
+        # well formed (seq, op checked by req()), status and error from each op's allowed set
+        z = Client(sock, comm=b"fuzzc")
+        sz = Setup(z)
+        mfd = memfd(8192)
+        rz = random.Random(11)
+        big = [0, 1, 2, 3, 15, 16, 17, 255, 4096, 16383, 16384, 16385, 32767, 32768, 65535, 65536,
+               0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF]
+        u32 = lambda: rz.choice(big) if rz.random() < 0.8 else rz.getrandbits(32)
+        u64 = lambda: rz.choice([0, 1, 4095, 4096, 8191, 8192, 8193, 1 << 63, (1 << 64) - 1, (1 << 64) - 4096, rz.getrandbits(64)])
+        cap = lambda: rz.choice([0, 1, 2, 3, 4, 16, 64, 200]) if rz.random() < 0.7 else u32()
+        hd = lambda own: own if rz.random() < 0.85 else rz.choice([0, own + 1, rz.getrandbits(32)])
+        S = ST
+        allowed = {
+            "create_cq": ({S["ok"], S["invalid_argument"], S["no_resources"]}, {0, ERR["bad_field"], ERR["limit"]}),
+            "resize_cq": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0}),
+            "create_qp": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["bad_field"], ERR["limit"]}),
+            "create_srq": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["limit"]}),
+            "reg_mr": ({S["ok"], S["invalid_argument"], S["no_resources"], S["bad_handle"]}, {0, ERR["bad_fd"], ERR["limit"]}),
+        }
+        destroy = {"create_cq": "destroy_cq", "create_qp": "destroy_qp", "create_srq": "destroy_srq", "reg_mr": "dereg_mr"}
+        rss0 = rss_kb(p.pid)
+        made = {k: 0 for k in allowed}
+        for i in range(1500):
+            op = rz.choice(list(allowed))
+            fds = ()
+            if op == "create_cq":
+                body = struct.pack("<IB3xQ", u32(), rz.choice([0, 1, 1, 2, 255]), rz.getrandbits(64))
+            elif op == "resize_cq":
+                body = struct.pack("<II", hd(sz.cq), u32())
+            elif op == "create_qp":
+                body = struct.pack("<IIII5IBB2x", hd(sz.pd), hd(sz.cq), hd(sz.cq), 0 if rz.random() < 0.9 else u32(),
+                                   cap(), cap(), cap(), cap(), cap(), rz.choice([2, 2, 3, 4, 0, 9]), rz.choice([0, 1, 2]))
+            elif op == "create_srq":
+                body = struct.pack("<II3I", hd(sz.pd), 0, u32(), u32(), u32())
+            else:
+                body = struct.pack("<IIQQQ", hd(sz.pd), rz.choice([0, 1, 15, 0xFFFFFFFF, rz.getrandbits(32)]), u64(), u64(), u64())
+                fds = (mfd,)
+            req_caps = struct.unpack_from("<5I", body, 16) if op == "create_qp" else None
+            h, b, f = z.req(op, body, fds)
+            sts, errs = allowed[op]
+            check(h["status"] in sts and h["error"] in errs and (h["error"] == 0 or h["status"] in (S["invalid_argument"], S["no_resources"])),
+                  f"hostile {op} {body.hex()}: status {h['status']} error {h['error']}")
+            check(len(f) == (1 if h["status"] == 0 and op not in ("reg_mr",) else 0), f"hostile {op}: fds {f} with status {h['status']}")
+            for x in f:
+                os.close(x)
+            if h["status"] == 0:
+                made[op] += 1
+                if op == "create_qp":
+                    got = struct.unpack_from("<5I", b, 8)
+                    check(all(g >= r for g, r in zip(got, req_caps)), f"hostile create_qp: granted {got} < asked {req_caps}")
+                if op in destroy:
+                    r2, _, _ = z.req(destroy[op], struct.pack("<II", struct.unpack_from("<I", b)[0], 0))
+                    check(r2["status"] == 0, f"destroy after hostile {op}: {r2}")
+            if failures:
+                break
+        os.close(mfd)
+        rss1 = rss_kb(p.pid)
+        print("hostile creates that succeeded:", made, f"daemon RSS {rss0} -> {rss1} kB", flush=True)
+        check(sanitized(p.pid) or rss1 - rss0 < 16384, f"hostile creates: daemon RSS {rss0} -> {rss1} kB")
+        check(p.poll() is None, "hostile creates: daemon alive")
+        z.close()
+        fz = Client(sock, comm=b"after")
+        Setup(fz)
+        fz.close()
+
+        # ---- a passed TCP socket (loopback) with SO_LINGER 30 s and unsent data: the daemon closes it
+        # at once (SO_LINGER {1, 0}: the peer sees a reset) and answers the next request
+        ln = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ln.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        ln.bind(("127.0.0.1", 0))
+        ln.listen(1)
+        ts = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ts.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ts.connect(ln.getsockname())
+        peer, _ = ln.accept()
+        ts.setblocking(False)
+        try:
+            for _ in range(10000):
+                ts.send(bytes(4096))
+        except BlockingIOError:
+            pass
+        ts.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 30))
+        lc = Client(sock, comm=b"linger")
+        # 40 res_list first, unread: their replies (11 kB each) fill the daemon's send buffer and
+        # it pauses reading us, so the fd is still in flight when we close our copy: the daemon's
+        # close is the last one
+        for i in range(40):
+            lc.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["res_list"], 24, 1000 + i) + struct.pack("<B3xI", 0, 0))
+        lc.raw(struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1040), [ts.fileno()])
+        ts.close()
+        try:
+            for i in range(40):
+                h, _, _ = lc.recv()
+                check(h["seq"] == 1000 + i and h["error"] == 0, f"lingering socket: res_list reply {i}: {h}")
+            h, _, _ = lc.recv()
+            check(h["seq"] == 1040 and h["error"] == ERR["fd_unexpected"], f"lingering socket: fd_unexpected {h}")
+            lc.seq = 2000
+            h, _, _ = lc.req("query_device")
+            check(h["status"] == 0, "lingering socket: the next request answered")
+        except OSError as e:
+            check(False, f"lingering socket: no reply ({e}): close() blocked the io thread")
+        peer.settimeout(10)
+        reset = False
+        try:
+            while peer.recv(65536):
+                pass
+        except ConnectionResetError:
+            reset = True
+        except OSError:
+            pass
+        check(reset, "lingering socket: closed by the daemon with a reset (SO_LINGER {1, 0})")
+        peer.close()
+        ln.close()
+        lc.close()
+
+        # ---- socket path of a live listener whose backlog is full: taken, no hang
+        s3 = os.path.join(d, "full.sock")
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ls.bind(s3)
+        ls.listen(0)
+        held = []
+        for _ in range(64):
+            x = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            x.setblocking(False)
+            try:
+                x.connect(s3)
+            except BlockingIOError:
+                x.close()
+                break
+            held.append(x)
+        try:
+            r = subprocess.run([HCAEMUD, "--socket", s3], capture_output=True, text=True, timeout=20)
+            check(r.returncode == 1 and "taken" in r.stderr, f"full backlog: {r.returncode} {r.stderr}")
+        except subprocess.TimeoutExpired:
+            check(False, "full backlog: hcaemud hung on the socket check")
+        for x in held:
+            x.close()
+        ls.close()
+
+        # ---- SIGTERM: posted receives are flushed into the CQ ring before the shutdown event
+        fx = Client(sock, comm=b"flush")
+        sx = Setup(fx)
+        to_rts(fx, sx.qp, sx.qpn)
+        for i in range(3):
+            post_recv(sx.sq_ring, sx.rq_ring, i, 500 + i, [(sx.iova, 64, sx.lkey)])
+        h, _, _ = fx.req("alloc_pd")  # a round trip: the doorbell is polled every turn
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        got = None
+        try:
+            while got is None:
+                msg = fx.s.recv(1000)
+                if not msg:
+                    break
+                if struct.unpack_from("<H", msg, 6)[0] == EV_SHUTDOWN:
+                    got = msg
+        except OSError:
+            pass
+        check(got is not None, "flush at SIGTERM: shutdown event")
+        prod = ld64(sx.cq_ring, 64)
+        cq = [cqe(sx.cq_ring, i) for i in range(min(prod, 3))]
+        check(prod == 3 and sorted((x["wr_id"], x["status"]) for x in cq) == [(500, 5), (501, 5), (502, 5)],
+              f"flush at SIGTERM: 3 FLUSH_ERR CQEs in the ring when the event arrives: prod {prod} {cq}")
+        check(p.wait(timeout=20) == 0, "review daemon: exit 0")
+        log.seek(0)
+        text = log.read()
+        check(not any(x in text for x in ("runtime error", "AddressSanitizer", "LeakSanitizer")),
+              "review daemon: no sanitizer report")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if failures:
+            log.seek(0)
+            print("---- review daemon log\n" + log.read()[-3000:])
+
+
 def main():
     global sent_bad_handles
     d = tempfile.mkdtemp(prefix="hcaemud-test-")
@@ -522,8 +823,11 @@ def main():
                     sent_bad_handles += 1
                 else:
                     sent_errors["bad_field"] += 1
-            elif h["error"] == ERR["bad_field"]:
-                sent_errors["bad_field"] += 1
+            else:  # no handle: query_device/port/gid, read_counters, res_list, resolve
+                check(h["error"] in (0, ERR["bad_field"]) and h["status"] in (ST["ok"], ST["invalid_argument"]) and not f,
+                      f"random op {op}: {h} fds {f}")
+                if h["error"] == ERR["bad_field"]:
+                    sent_errors["bad_field"] += 1
             if failures:
                 break
 
@@ -739,6 +1043,7 @@ def main():
         check(got is not None and len(got) == 24, "SIGTERM: Ev::shutdown received")
         check(p.wait(timeout=20) == 0, "SIGTERM: exit 0")
         check(not os.path.exists(sock), "SIGTERM: socket removed")
+        review_checks(d)
         for lg in (log, log2):
             lg.seek(0)
             text = lg.read()

@@ -464,8 +464,9 @@ Msg event_msg(ctl::Ev ev, const void* body, size_t n) {
 
 void Engine::route_events() {
     // Completion events, after the CQEs that caused them are in the rings (move_cqes ran).
-    for (auto& [id, c] : clients_) {
+    for (Client* c : client_list_) {
         if (!c->ch.pending()) continue;
+        const uint32_t id = c->id;
         CqEvent ev;
         while (c->ch.get_cq_event(ev)) {
             auto it = c->cqs.find(ev.cq_handle);
@@ -496,9 +497,9 @@ void Engine::route_events() {
         default: owners = &qpn_owner_; break;
         }
         if (!owners) {
-            for (auto& [id, c] : clients_) {
+            for (Client* c : client_list_) {
                 Msg copy = msg;
-                send_(id, std::move(copy));
+                send_(c->id, std::move(copy));
                 ctr_.inc(DCounter::async_events_sent);
             }
         } else if (auto it = owners->find(ae.element); it != owners->end()) {
@@ -530,11 +531,18 @@ void Engine::add_client(uint32_t id, uint32_t pid, const std::string& comm) {
     c->id = id;
     c->pid = pid;
     c->comm = comm;
+    client_list_.push_back(c.get());
     clients_[id] = std::move(c);
 }
 
 void Engine::all_qps_to_error() {
     for (QpE* q : qps_) to_err(q->qp);
+}
+
+void Engine::flush_to_rings() {
+    size_t work = 0;
+    move_cqes(work);
+    route_events();
 }
 
 void Engine::remove_client(uint32_t id) {
@@ -586,6 +594,7 @@ void Engine::remove_client(uint32_t id) {
     c.pds.clear();
     std::fprintf(stderr, "hcaemud: client %u (pid %u, %s) gone: %llu object(s) destroyed\n", c.id, c.pid, c.comm.c_str(),
                  static_cast<unsigned long long>(n));
+    std::erase(client_list_, &c);
     clients_.erase(cit);
     ctr_.inc(DCounter::objects_cleaned, n);
     ctr_.inc(DCounter::clients_cleaned);
@@ -654,7 +663,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     using ctl::Op;
     auto cit = clients_.find(cid);
     if (cit == clients_.end()) {
-        if (fd >= 0) close(fd);
+        if (fd >= 0) close_client_fd(fd);
         return reply(h, Status::bad_handle);
     }
     Client& c = *cit->second;
@@ -767,11 +776,11 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         // The io thread checked the memfd (sealed, range inside it) and passed it; we map it.
         PdE* p = pd_of(r.pd);
         if (!p) {
-            close(fd);
+            close_client_fd(fd);
             return bad();
         }
         if (full) {
-            close(fd);
+            close_client_fd(fd);
             return limit();
         }
         const uint64_t page = 4096;
@@ -1117,7 +1126,16 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     case Op::res_list: {
         const auto r = body_as<ctl::ResListReq>(b);
         if (r.kind >= uint8_t(api::ResKind::count)) return field();
-        std::vector<ctl::ResObj> all;
+        // Only the page returned is built; the objects before it and after it are only counted.
+        auto rep = std::make_unique<ctl::ResListRep>();
+        uint64_t idx = 0;
+        auto skip = [&](size_t k) {  // a whole client's list outside the page
+            if (idx + k > r.start && rep->n < ctl::kResPerPage) return false;
+            idx += k;
+            return true;
+        };
+        auto want = [&] { return idx++ >= r.start && rep->n < ctl::kResPerPage; };
+        auto keep = [&](const ResBuilder& rb) { rep->o[rep->n++] = rb.o; };
         for (auto& [id, cl] : clients_) {
             auto base = [&] {
                 ResBuilder rb;
@@ -1128,16 +1146,20 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
             };
             switch (api::ResKind(r.kind)) {
             case api::ResKind::pd:
+                if (skip(cl->pds.size())) break;
                 for (auto& [hd, p] : cl->pds) {
+                    if (!want()) continue;
                     ResBuilder rb = base();
                     rb.add("handle", hd);
                     const PdObj* o = dev_.pd(hd);
                     rb.add("users", o ? o->users : 0);
-                    all.push_back(rb.o);
+                    keep(rb);
                 }
                 break;
             case api::ResKind::mr:
+                if (skip(cl->mrs.size())) break;
                 for (auto& [hd, m] : cl->mrs) {
+                    if (!want()) continue;
                     ResBuilder rb = base();
                     rb.add("handle", hd);
                     rb.add("lkey", hex(m->mr.lkey()));
@@ -1145,20 +1167,24 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                     rb.add("iova", hex(m->iova));
                     rb.add("length", m->length);
                     rb.add("access", hex(m->access));
-                    all.push_back(rb.o);
+                    keep(rb);
                 }
                 break;
             case api::ResKind::cq:
+                if (skip(cl->cqs.size())) break;
                 for (auto& [hd, q] : cl->cqs) {
+                    if (!want()) continue;
                     ResBuilder rb = base();
                     rb.add("handle", hd);
                     rb.add("cqe", uint64_t(q->cq.cqe()));
                     rb.add("pending", q->obj->ring.count() + (q->r.taken - q->r.h->cons.load(std::memory_order_relaxed)));
-                    all.push_back(rb.o);
+                    keep(rb);
                 }
                 break;
             case api::ResKind::qp:
+                if (skip(cl->qps.size())) break;
                 for (auto& [hd, q] : cl->qps) {
+                    if (!want()) continue;
                     ResBuilder rb = base();
                     const QpObj* o = q->obj;
                     rb.add("handle", hd);
@@ -1172,24 +1198,24 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                     rb.add("dest_qpn", o->attr.dest_qp_num);
                     rb.add("sq_psn", o->attr.sq_psn);
                     rb.add("rq_psn", o->attr.rq_psn);
-                    all.push_back(rb.o);
+                    keep(rb);
                 }
                 break;
             default:
+                if (skip(cl->srqs.size())) break;
                 for (auto& [hd, s] : cl->srqs) {
+                    if (!want()) continue;
                     ResBuilder rb = base();
                     rb.add("handle", hd);
                     rb.add("max_wr", s->obj->attr.max_wr);
                     rb.add("max_sge", s->obj->attr.max_sge);
                     rb.add("limit", s->obj->attr.srq_limit);
-                    all.push_back(rb.o);
+                    keep(rb);
                 }
                 break;
             }
         }
-        auto rep = std::make_unique<ctl::ResListRep>();
-        rep->total = uint32_t(all.size());
-        for (size_t i = r.start; i < all.size() && rep->n < ctl::kResPerPage; ++i) rep->o[rep->n++] = all[i];
+        rep->total = uint32_t(idx);
         return reply(h, Status::ok, rep.get(), sizeof(ctl::ResListRep));
     }
     case Op::resolve: {
@@ -1208,7 +1234,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     default:
         break;
     }
-    if (fd >= 0) close(fd);
+    if (fd >= 0) close_client_fd(fd);
     return reply(h, Status::not_supported);
 }
 

@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "tools/attach.hpp"
 #include "tools/lib/proto.hpp"
 #include "tools/lib/shm.hpp"
@@ -61,6 +65,17 @@ struct Msg {
     int fd = -1;
 };
 
+// Closes an fd a client passed. A socket gets SO_LINGER {1, 0} first so that close() cannot block
+// on unsent data (socket(7)); other kinds are closed as they are (a FUSE file could still delay it).
+inline void close_client_fd(int fd) {
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        const linger l{1, 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    close(fd);
+}
+
 struct Client;
 struct QpE;
 struct SrqE;
@@ -85,6 +100,7 @@ public:
     void add_client(uint32_t id, uint32_t pid, const std::string& comm);
     void remove_client(uint32_t id);  // every object destroyed, QPs flushed, memory unmapped
     void all_qps_to_error();          // shutdown: every QP to ERR (flush)
+    void flush_to_rings();            // shutdown: the CQEs (flushes) into the rings, events out
     // Runs one request (its header and fds checked by the io thread); the reply.
     Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, int fd);
     uint32_t max_objects() const { return max_objects_; }
@@ -108,6 +124,7 @@ private:
     std::mutex qm_;
     std::vector<std::function<void()>> queue_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;
+    std::vector<Client*> client_list_;  // the same clients, for the per-turn event walk
     std::vector<QpE*> qps_;    // live QPs with rings, for the doorbells
     std::vector<SrqE*> srqs_;
     std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup

@@ -88,6 +88,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
     SP::socket sock;
     uint32_t id, pid;
     bool hello = false, closed = false, writing = false;
+    bool read_pending = false;  // the next request is read once `out` has drained
     std::deque<Msg> out;
 };
 
@@ -106,11 +107,14 @@ private:
     void wait_read(const std::shared_ptr<Conn>& c);
     void on_readable(const std::shared_ptr<Conn>& c);
     void handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n, int flags, std::vector<int>& fds);
-    void proto_error(const std::shared_ptr<Conn>& c, const ctl::Hdr* h, ctl::Error e);
-    void send(const std::shared_ptr<Conn>& c, Msg&& m);
-    void flush(const std::shared_ptr<Conn>& c);
-    void drop(const std::shared_ptr<Conn>& c);
+    // By value: drop() erases the map entry a caller's reference may point into.
+    void proto_error(std::shared_ptr<Conn> c, const ctl::Hdr* h, ctl::Error e);
+    void next_request(std::shared_ptr<Conn> c);
+    void send(std::shared_ptr<Conn> c, Msg&& m);
+    void flush(std::shared_ptr<Conn> c);
+    void drop(std::shared_ptr<Conn> c);
     void shutdown();
+    void wait_signal();
 
     asio::io_context& io_;
     DCounters& ctr_;
@@ -162,10 +166,22 @@ bool Server::listen(std::string& err) {
 }
 
 void Server::start() {
-    sig_.async_wait([this](const boost::system::error_code& ec, int) {
-        if (!ec) shutdown();
-    });
+    wait_signal();
     accept();
+}
+
+// The first SIGTERM/SIGINT stops cleanly; a second one while that runs exits at once.
+void Server::wait_signal() {
+    sig_.async_wait([this](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        if (stopping_) {
+            static const char kMsg[] = "hcaemud: second signal: exiting now, without the clean stop\n";
+            (void)!write(2, kMsg, sizeof kMsg - 1);
+            _exit(1);
+        }
+        shutdown();
+        wait_signal();
+    });
 }
 
 void Server::accept() {
@@ -230,12 +246,12 @@ void Server::on_readable(const std::shared_ptr<Conn>& c) {
     if (n == 0 && fds.empty()) return drop(c);  // EOF (an empty datagram carries nothing either)
     handle(c, buf, size_t(n), mh.msg_flags, fds);
     for (int fd : fds) {  // every fd not taken by a request
-        close(fd);
+        close_client_fd(fd);
         ctr_.inc(DCounter::fds_closed);
     }
 }
 
-void Server::proto_error(const std::shared_ptr<Conn>& c, const ctl::Hdr* h, ctl::Error e) {
+void Server::proto_error(std::shared_ptr<Conn> c, const ctl::Hdr* h, ctl::Error e) {
     ctr_.error(e);
     Msg m;
     m.bytes.resize(sizeof(ctl::ReplyHdr));
@@ -247,7 +263,15 @@ void Server::proto_error(const std::shared_ptr<Conn>& c, const ctl::Hdr* h, ctl:
     r.error = uint8_t(e);
     std::memcpy(m.bytes.data(), &r, sizeof r);
     send(c, std::move(m));
-    wait_read(c);
+    next_request(c);
+}
+
+// One request at a time per client, and none while its replies wait to be sent: a client that
+// never reads cannot grow `out` (events are bounded in deliver()).
+void Server::next_request(std::shared_ptr<Conn> c) {
+    if (c->closed) return;
+    if (c->out.empty()) wait_read(c);
+    else c->read_pending = true;  // flush() resumes it
 }
 
 void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n, int flags, std::vector<int>& fds) {
@@ -301,8 +325,9 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
                 if (r.fd >= 0) close(r.fd);
                 return;
             }
-            send(it->second, std::move(r));
-            wait_read(it->second);  // one request at a time per client: the next one now
+            auto cn = it->second;  // send() may drop it, erasing it from conns_
+            send(cn, std::move(r));
+            next_request(cn);
         });
     });
 }
@@ -318,20 +343,21 @@ void Server::deliver(uint32_t client, Msg&& m) {
             ctr_.inc(DCounter::events_dropped);
             return;
         }
-        send(it->second, std::move(m));
+        auto c = it->second;
+        send(c, std::move(m));
     });
 }
 
-void Server::send(const std::shared_ptr<Conn>& c, Msg&& m) {
+void Server::send(std::shared_ptr<Conn> c, Msg&& m) {
     if (c->closed) {
-        if (m.fd >= 0) close(m.fd);
+        if (m.fd >= 0) close(m.fd);  // the daemon's own ring memfd
         return;
     }
     c->out.push_back(std::move(m));
     if (!c->writing) flush(c);
 }
 
-void Server::flush(const std::shared_ptr<Conn>& c) {
+void Server::flush(std::shared_ptr<Conn> c) {
     while (!c->out.empty() && !c->closed) {
         Msg& m = c->out.front();
         iovec iov{m.bytes.data(), m.bytes.size()};
@@ -361,9 +387,13 @@ void Server::flush(const std::shared_ptr<Conn>& c) {
         c->out.pop_front();
         if (r < 0) return drop(c);
     }
+    if (c->out.empty() && c->read_pending && !c->closed) {
+        c->read_pending = false;
+        wait_read(c);
+    }
 }
 
-void Server::drop(const std::shared_ptr<Conn>& c) {
+void Server::drop(std::shared_ptr<Conn> c) {
     if (c->closed) return;
     c->closed = true;
     for (Msg& m : c->out)
@@ -389,6 +419,7 @@ void Server::shutdown() {
     Engine* eng = eng_;
     eng->submit([this, eng] {
         eng->all_qps_to_error();
+        eng->flush_to_rings();  // the flush CQEs in the rings before the clients hear of the stop
         asio::post(io_, [this, eng] {
             ctl::ShutdownMsg sm;
             Msg m;
@@ -398,7 +429,9 @@ void Server::shutdown() {
             h.len = uint32_t(m.bytes.size());
             std::memcpy(m.bytes.data(), &h, sizeof h);
             std::memcpy(m.bytes.data() + sizeof h, &sm, sizeof sm);
-            for (auto& [id, c] : conns_) {
+            std::vector<std::shared_ptr<Conn>> all;  // send() may drop a client, erasing it from conns_
+            for (auto& [id, c] : conns_) all.push_back(c);
+            for (auto& c : all) {
                 Msg copy = m;
                 send(c, std::move(copy));
             }
@@ -416,14 +449,15 @@ bool check_socket_path(const std::string& path, std::string& err) {
         err = path + " exists and is not a socket";
         return false;
     }
-    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    // Non-blocking: a live daemon with a full backlog answers EAGAIN instead of blocking us.
+    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::memcpy(a.sun_path, path.c_str(), path.size());
     const int r = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
     const int e = errno;
     close(s);
-    if (r == 0) {
+    if (r == 0 || e == EAGAIN) {
         err = "socket " + path + " is taken: another hcaemud is listening on it";
         return false;
     }
