@@ -57,7 +57,8 @@ const char* const kHelp =
     "Threads: with a second EAL lcore (e.g. -l 0,1) the data path runs there\n"
     "(rte_eal_remote_launch), otherwise on a std::thread. After 64 idle turns it yields the CPU\n"
     "each turn, after 20000 it sleeps 50 us per turn, after 40000 500 us, until there is work.\n"
-    "Exit status: 0 after SIGTERM/SIGINT, 1 start-up error, 2 bad arguments.\n"
+    "Exit status: 0 after SIGTERM/SIGINT, 1 start-up error or a second signal during the stop\n"
+    "(it then exits at once; the next start removes the socket file as stale), 2 bad arguments.\n"
     "\n";
 
 struct Options {
