@@ -10,21 +10,6 @@ namespace hcaemu {
 namespace {
 
 
-// Which work requests each transport carries (IBTA 9.4: the operations each service supports).
-bool opcode_allowed(QpType t, WrOpcode op) {
-    switch (op) {
-    case WrOpcode::send:
-    case WrOpcode::send_with_imm: return true;
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return t != QpType::ud;
-    case WrOpcode::rdma_read:
-    case WrOpcode::atomic_cmp_and_swp:
-    case WrOpcode::atomic_fetch_and_add:
-    case WrOpcode::send_with_inv: return t == QpType::rc;
-    default: return false;  // LOCAL_INV and BIND_MW need memory windows: not supported
-    }
-}
-
 Status from_modify_error(ModifyError e) {
     switch (e) {
     case ModifyError::ok: return Status::ok;

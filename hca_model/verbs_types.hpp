@@ -79,6 +79,20 @@ const char* name(WrOpcode o);
 constexpr bool is_atomic(WrOpcode op) { return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add; }
 // READ and atomics: the requests that wait for response data and count against max_rd_atomic.
 constexpr bool is_rd_atomic(WrOpcode op) { return op == WrOpcode::rdma_read || is_atomic(op); }
+// Which work requests each transport carries (IBTA 9.4: the operations each service supports).
+constexpr bool opcode_allowed(QpType t, WrOpcode op) {
+    switch (op) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm: return true;
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return t != QpType::ud;
+    case WrOpcode::rdma_read:
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add:
+    case WrOpcode::send_with_inv: return t == QpType::rc;
+    default: return false;  // LOCAL_INV and BIND_MW need memory windows: not supported
+    }
+}
 
 // The completion opcode of a send work request.
 constexpr WcOpcode wc_opcode_for(WrOpcode op) {

@@ -336,3 +336,40 @@ TEST_CASE("poll_cq takes CQEs between cons and prod, converts them, and stores c
     CHECK(ring::poll_cq(v, many) == 4);
     CHECK(r.hdr->cons.load() == 10);
 }
+
+TEST_CASE("a completion keeps every field through the CQ ring's format (to_cqe, to_wc)") {
+    Wc w;
+    w.wr_id = 0x0102030405060708ull;
+    w.status = WcStatus::rem_access_err;
+    w.opcode = WcOpcode::recv_rdma_with_imm;
+    w.vendor_err = 0x11223344;
+    w.byte_len = 4097;
+    w.imm_data = 0xA1B2C3D4;
+    w.qp_num = 0x123456;
+    w.src_qp = 0x654321;
+    w.wc_flags = 3;
+    w.pkey_index = 7;
+    w.slid = 0xBEEF;
+    w.sl = 5;
+    w.dlid_path_bits = 9;
+    for (int i = 0; i < 16; ++i) w.sgid[size_t(i)] = uint8_t(0xF0 + i);
+    const shm::Cqe c = shm::to_cqe(w);
+    CHECK(c.wr_id == w.wr_id);
+    CHECK(c.byte_len == 4097);
+    CHECK(c.sgid[15] == 0xFF);
+    const Wc b = shm::to_wc(c);
+    CHECK(b.wr_id == w.wr_id);
+    CHECK(b.status == w.status);
+    CHECK(b.opcode == w.opcode);
+    CHECK(b.vendor_err == w.vendor_err);
+    CHECK(b.byte_len == w.byte_len);
+    CHECK(b.imm_data == w.imm_data);
+    CHECK(b.qp_num == w.qp_num);
+    CHECK(b.src_qp == w.src_qp);
+    CHECK(b.wc_flags == w.wc_flags);
+    CHECK(b.pkey_index == w.pkey_index);
+    CHECK(b.slid == w.slid);
+    CHECK(b.sl == w.sl);
+    CHECK(b.dlid_path_bits == w.dlid_path_bits);
+    CHECK(b.sgid == w.sgid);
+}

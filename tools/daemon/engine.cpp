@@ -421,22 +421,7 @@ void Engine::move_cqes(size_t& work) {
         if (!room) continue;
         const int n = c->cq.poll(std::span<Wc>(wc, std::min<uint64_t>(room, 32)));
         for (int i = 0; i < n; ++i) {
-            const Wc& s = wc[i];
-            shm::Cqe e{};
-            e.wr_id = s.wr_id;
-            e.status = uint8_t(s.status);
-            e.opcode = uint8_t(s.opcode);
-            e.sl = s.sl;
-            e.dlid_path_bits = s.dlid_path_bits;
-            e.vendor_err = s.vendor_err;
-            e.byte_len = s.byte_len;
-            e.imm_data = s.imm_data;
-            e.qp_num = s.qp_num;
-            e.src_qp = s.src_qp;
-            e.wc_flags = s.wc_flags;
-            e.pkey_index = s.pkey_index;
-            e.slid = s.slid;
-            std::memcpy(e.sgid, s.sgid.data(), 16);
+            const shm::Cqe e = shm::to_cqe(wc[i]);
             std::memcpy(c->r.ents + (c->r.taken % c->r.cap) * sizeof e, &e, sizeof e);
             ++c->r.taken;
         }

@@ -18,20 +18,6 @@ bool attach(View& v, void* base, size_t bytes, shm::RingKind kind, uint32_t min_
     return true;
 }
 
-bool opcode_allowed(QpType t, WrOpcode op) {
-    switch (op) {
-    case WrOpcode::send:
-    case WrOpcode::send_with_imm: return true;
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return t != QpType::ud;
-    case WrOpcode::rdma_read:
-    case WrOpcode::atomic_cmp_and_swp:
-    case WrOpcode::atomic_fetch_and_add:
-    case WrOpcode::send_with_inv: return t == QpType::rc;
-    default: return false;  // LOCAL_INV and BIND_MW need memory windows: not supported
-    }
-}
-
 namespace {
 
 Status validate_send(const SendLimits& lim, AhHandleFn ah_handle, const SendWr& wr, uint32_t& ah) {
@@ -141,26 +127,6 @@ Status post_recv(View& rq, uint32_t max_sge, const RecvWr* wr, const RecvWr** ba
     return st;
 }
 
-Wc to_wc(const shm::Cqe& c) {
-    Wc w;
-    w.wr_id = c.wr_id;
-    w.status = WcStatus(c.status);
-    w.opcode = WcOpcode(c.opcode);
-    w.sl = c.sl;
-    w.dlid_path_bits = c.dlid_path_bits;
-    w.vendor_err = c.vendor_err;
-    w.byte_len = c.byte_len;
-    w.imm_data = c.imm_data;
-    w.qp_num = c.qp_num;
-    w.src_qp = c.src_qp;
-    w.wc_flags = c.wc_flags;
-    w.pkey_index = c.pkey_index;
-    w.slid = c.slid;
-    static_assert(sizeof(w.sgid) == sizeof(c.sgid));
-    std::memcpy(&w.sgid, c.sgid, sizeof(c.sgid));
-    return w;
-}
-
 int poll_cq(View& cq, std::span<Wc> wc) {
     const uint64_t prod = cq.hdr->prod.load(std::memory_order_acquire);
     uint64_t cons = cq.hdr->cons.load(std::memory_order_relaxed);  // only we store it
@@ -170,7 +136,7 @@ int poll_cq(View& cq, std::span<Wc> wc) {
     for (; n < int(wc.size()) && uint64_t(n) < avail; ++n) {
         shm::Cqe c;
         std::memcpy(&c, cq.slot(cons + uint64_t(n)), sizeof(c));
-        wc[size_t(n)] = to_wc(c);
+        wc[size_t(n)] = shm::to_wc(c);
     }
     if (n) cq.hdr->cons.store(cons + uint64_t(n), std::memory_order_release);
     return n;

@@ -28,9 +28,6 @@ struct View {
 // least `min_cap` entries, and all entries inside the mapping. False (and `v` unchanged) if not.
 bool attach(View& v, void* base, size_t bytes, shm::RingKind kind, uint32_t min_cap, uint32_t entry_size);
 
-// Which work requests each transport carries (IBTA 9.4: the operations each service supports).
-bool opcode_allowed(QpType t, WrOpcode op);
-
 // What post_send checks against (the QP's granted caps and the device/port it lives on).
 struct SendLimits {
     QpType type = QpType::rc;
@@ -50,7 +47,6 @@ Status post_send(View& sq, const SendLimits& lim, AhHandleFn ah_handle, const Se
 // The same for receive WRs (RQ or SRQ), `max_sge` per WR.
 Status post_recv(View& rq, uint32_t max_sge, const RecvWr* wr, const RecvWr** bad_wr);
 
-Wc to_wc(const shm::Cqe& c);
 // Takes up to wc.size() CQEs between `cons` and `prod` (acquire), oldest first, then stores
 // `cons` (release). A `prod` more than cap ahead of `cons` (a broken ring) is taken as cap ahead.
 int poll_cq(View& cq, std::span<Wc> wc);

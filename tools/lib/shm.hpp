@@ -16,6 +16,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "hca_model/verbs_structs.hpp"
 
 namespace hcaemu::shm {
 
@@ -93,6 +96,45 @@ struct Cqe {
     uint8_t rsv[8];
 };
 static_assert(sizeof(Cqe) == 64);
+
+// A completion into its ring format (the daemon) and back (libhcaemu).
+inline Cqe to_cqe(const Wc& w) {
+    Cqe c{};
+    c.wr_id = w.wr_id;
+    c.status = uint8_t(w.status);
+    c.opcode = uint8_t(w.opcode);
+    c.sl = w.sl;
+    c.dlid_path_bits = w.dlid_path_bits;
+    c.vendor_err = w.vendor_err;
+    c.byte_len = w.byte_len;
+    c.imm_data = w.imm_data;
+    c.qp_num = w.qp_num;
+    c.src_qp = w.src_qp;
+    c.wc_flags = w.wc_flags;
+    c.pkey_index = w.pkey_index;
+    c.slid = w.slid;
+    static_assert(sizeof(w.sgid) == sizeof(c.sgid));
+    std::memcpy(c.sgid, w.sgid.data(), sizeof(c.sgid));
+    return c;
+}
+inline Wc to_wc(const Cqe& c) {
+    Wc w;
+    w.wr_id = c.wr_id;
+    w.status = WcStatus(c.status);
+    w.opcode = WcOpcode(c.opcode);
+    w.sl = c.sl;
+    w.dlid_path_bits = c.dlid_path_bits;
+    w.vendor_err = c.vendor_err;
+    w.byte_len = c.byte_len;
+    w.imm_data = c.imm_data;
+    w.qp_num = c.qp_num;
+    w.src_qp = c.src_qp;
+    w.wc_flags = c.wc_flags;
+    w.pkey_index = c.pkey_index;
+    w.slid = c.slid;
+    std::memcpy(w.sgid.data(), c.sgid, sizeof(c.sgid));
+    return w;
+}
 
 constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 constexpr uint32_t send_entry_size(uint32_t max_send_sge, uint32_t max_inline) {
