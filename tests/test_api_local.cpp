@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -51,6 +53,14 @@ bool resolve(api::Context& a, api::Context& b) {
     return false;
 }
 
+}  // namespace
+
+namespace {
+std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return b;
+}
 }  // namespace
 
 TEST_CASE("open_device: the spec picks the device, bad specs are refused with a reason") {
@@ -172,11 +182,11 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     CHECK(attr(rl[0], "users") == "4");  // the MR, the QP, the SRQ, the AH
     REQUIRE(a->res_list(api::ResKind::mr, rl) == Status::ok);
     REQUIRE(rl.size() == 1);
-    CHECK(attr(rl[0], "lkey") == std::to_string(mra.value->lkey()));
-    CHECK(attr(rl[0], "rkey") == std::to_string(mra.value->rkey()));
+    CHECK(attr(rl[0], "lkey") == hex(mra.value->lkey()));
+    CHECK(attr(rl[0], "rkey") == hex(mra.value->rkey()));
     CHECK(attr(rl[0], "length") == "5000");
-    CHECK(attr(rl[0], "iova") == std::to_string(mra.value->addr()));
-    CHECK(attr(rl[0], "access") == std::to_string(acc));
+    CHECK(attr(rl[0], "iova") == hex(mra.value->addr()));
+    CHECK(attr(rl[0], "access") == hex(acc));
     REQUIRE(a->res_list(api::ResKind::cq, rl) == Status::ok);
     REQUIRE(rl.size() == 1);
     CHECK(attr(rl[0], "handle") == std::to_string(cqa.value->handle()));

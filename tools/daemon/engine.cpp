@@ -16,6 +16,7 @@
 #include <new>
 
 #include "tools/lib/api.hpp"
+#include "tools/lib/inspect.hpp"
 
 namespace hcaemu::daemon {
 
@@ -634,13 +635,10 @@ struct ResBuilder {
         ++o.nattr;
     }
     void add(const char* name, uint64_t v) { add(name, std::to_string(v)); }
+    void add(const api::ResAttrs& attrs) {
+        for (const auto& [n, v] : attrs) add(n.c_str(), v);
+    }
 };
-
-std::string hex(uint64_t v) {
-    char b[24];
-    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-    return b;
-}
 
 }  // namespace
 
@@ -1075,26 +1073,11 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     case Op::read_counters: {
         const auto r = body_as<ctl::CountersReq>(b);
         if (r.set >= uint8_t(ctl::CounterSet::count)) return field();
-        std::vector<std::pair<std::string, uint64_t>> all;
+        api::Counts all;
         switch (ctl::CounterSet(r.set)) {
-        case ctl::CounterSet::device:
-            for (size_t i = 0; i < kCounterCount; ++i) all.emplace_back(kCounterName[i], dev_.counters().get(Counter(i)));
-            break;
-        case ctl::CounterSet::net: {
-            const port::NetStats& ns = att_.net().net_stats();
-            for (size_t i = 0; i < port::kNetStatCount; ++i) all.emplace_back(port::kNetStatNames[i], ns.*port::kNetStatFields[i]);
-            break;
-        }
-        case ctl::CounterSet::link: {
-            const port::PortStats ps = att_.net().stats();
-            all = {{"tx_frames", ps.tx_frames}, {"tx_bytes", ps.tx_bytes}, {"rx_frames", ps.rx_frames},
-                   {"rx_bytes", ps.rx_bytes}, {"tx_no_buffer", ps.tx_no_buffer}, {"rx_dropped", ps.rx_dropped}};
-            const port::LinkStats ls = att_.dpdk().link_stats();
-            all.insert(all.end(), {{"up_events", ls.up_events}, {"down_events", ls.down_events},
-                                   {"polls_while_down", ls.polls_while_down}, {"reconnects", ls.reconnects},
-                                   {"burst_faults", ls.burst_faults}, {"frames_lost_in_fault", ls.frames_lost_in_fault}});
-            break;
-        }
+        case ctl::CounterSet::device: all = api::device_counts(dev_.counters()); break;
+        case ctl::CounterSet::net: all = api::net_counts(att_.net().net_stats()); break;
+        case ctl::CounterSet::link: all = api::link_counts(att_.dpdk()); break;
         default:
             for (size_t i = 0; i < size_t(DCounter::count); ++i) all.emplace_back(kDCounterName[i], ctr_.get(DCounter(i)));
             break;
@@ -1135,9 +1118,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                 for (auto& [hd, p] : cl->pds) {
                     if (!want()) continue;
                     ResBuilder rb = base();
-                    rb.add("handle", hd);
-                    const PdObj* o = dev_.pd(hd);
-                    rb.add("users", o ? o->users : 0);
+                    if (const PdObj* o = dev_.pd(hd)) rb.add(api::res_attrs(*o));
                     keep(rb);
                 }
                 break;
@@ -1146,12 +1127,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                 for (auto& [hd, m] : cl->mrs) {
                     if (!want()) continue;
                     ResBuilder rb = base();
-                    rb.add("handle", hd);
-                    rb.add("lkey", hex(m->mr.lkey()));
-                    rb.add("rkey", hex(m->mr.rkey()));
-                    rb.add("iova", hex(m->iova));
-                    rb.add("length", m->length);
-                    rb.add("access", hex(m->access));
+                    if (const MrObj* o = dev_.mr(hd)) rb.add(api::res_attrs(*o));
                     keep(rb);
                 }
                 break;
@@ -1160,9 +1136,9 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                 for (auto& [hd, q] : cl->cqs) {
                     if (!want()) continue;
                     ResBuilder rb = base();
-                    rb.add("handle", hd);
-                    rb.add("cqe", uint64_t(q->cq.cqe()));
-                    rb.add("pending", q->obj->ring.count() + (q->r.taken - q->r.h->cons.load(std::memory_order_relaxed)));
+                    rb.add(api::res_attrs(*q->obj));
+                    // completions in the shared ring that the client has not taken yet
+                    rb.add("in_ring", q->r.taken - q->r.h->cons.load(std::memory_order_relaxed));
                     keep(rb);
                 }
                 break;
@@ -1171,18 +1147,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                 for (auto& [hd, q] : cl->qps) {
                     if (!want()) continue;
                     ResBuilder rb = base();
-                    const QpObj* o = q->obj;
-                    rb.add("handle", hd);
-                    rb.add("qpn", o->qpn);
-                    rb.add("type", name(o->type));
-                    rb.add("state", name(o->state()));
-                    rb.add("pd", q->init.pd);
-                    rb.add("send_cq", q->init.send_cq);
-                    rb.add("recv_cq", q->init.recv_cq);
-                    if (q->init.srq) rb.add("srq", q->init.srq);
-                    rb.add("dest_qpn", o->attr.dest_qp_num);
-                    rb.add("sq_psn", o->attr.sq_psn);
-                    rb.add("rq_psn", o->attr.rq_psn);
+                    rb.add(api::res_attrs(*q->obj));
                     keep(rb);
                 }
                 break;
@@ -1191,10 +1156,7 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
                 for (auto& [hd, s] : cl->srqs) {
                     if (!want()) continue;
                     ResBuilder rb = base();
-                    rb.add("handle", hd);
-                    rb.add("max_wr", s->obj->attr.max_wr);
-                    rb.add("max_sge", s->obj->attr.max_sge);
-                    rb.add("limit", s->obj->attr.srq_limit);
+                    rb.add(api::res_attrs(*s->obj));
                     keep(rb);
                 }
                 break;
