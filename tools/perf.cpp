@@ -136,6 +136,7 @@ private:
     void print_dest(const oob::PerftestQpInfo& d, bool local);
     bool bw_client(uint64_t size, BwReport& rep);
     bool send_bw_server(uint64_t size, BwReport& rep);
+    SendWr lat_begin(uint64_t size, Sge& sge);
     bool write_lat(uint64_t size);
     bool send_lat(uint64_t size);
     bool read_atomic_lat(uint64_t size);
@@ -565,18 +566,24 @@ bool Session::send_bw_server(uint64_t size, BwReport& rep) {
     return true;
 }
 
-bool Session::write_lat(uint64_t size) {
-    const uint64_t iters = o_.iters;
-    tposted_.assign(iters, 0);
+// The start of a ping-pong (write_lat, send_lat): one signaled WR on `sge`, the counts cleared.
+SendWr Session::lat_begin(uint64_t size, Sge& sge) {
+    tposted_.assign(o_.iters, 0);
     SendWr wr;
-    Sge sge;
     fill_wr(0, size, wr, sge);
     wr.send_flags = send_flag::signaled;
+    std::fill(sent_.begin(), sent_.end(), 0);
+    total_sent_ = 0;
+    return wr;
+}
+
+bool Session::write_lat(uint64_t size) {
+    const uint64_t iters = o_.iters;
+    Sge sge;
+    SendWr wr = lat_begin(size, sge);
     volatile uint8_t* post_byte = src(0) + size - 1;
     volatile uint8_t* poll_byte = dst(0) + size - 1;
     uint64_t scnt = 0, rcnt = 0;
-    std::fill(sent_.begin(), sent_.end(), 0);
-    total_sent_ = 0;
     while (scnt < iters || rcnt < iters) {
         if (rcnt < iters && !(scnt < 1 && !client_)) {
             ++rcnt;
@@ -600,14 +607,9 @@ bool Session::write_lat(uint64_t size) {
 
 bool Session::send_lat(uint64_t size) {
     const uint64_t iters = o_.iters;
-    tposted_.assign(iters, 0);
-    SendWr wr;
     Sge sge;
-    fill_wr(0, size, wr, sge);
-    wr.send_flags = send_flag::signaled;
+    SendWr wr = lat_begin(size, sge);
     uint64_t scnt = 0, rcnt = 0;
-    std::fill(sent_.begin(), sent_.end(), 0);
-    total_sent_ = 0;
     // The peer may start the next size (-a) before we have drained our last completion: count
     // its SENDs from the end of the previous size, not from what has arrived so far.
     const uint64_t base = recv_base_;
