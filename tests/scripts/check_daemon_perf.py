@@ -14,9 +14,7 @@
 import argparse
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,25 +22,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemonlib  # noqa: E402
+from check_perf import free_port, results  # noqa: E402  (the same helpers as the in-process test)
 
 failures = []
-RESULT = re.compile(r"^ (\d+)\s+(\d+)\s+")
 
 
 def expect(name, cond, detail=""):
     print(("ok    " if cond else "FAIL  ") + name, flush=True)
     if not cond:
         failures.append(f"{name}: {str(detail)[-3000:]}")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def results(out):
-    return [(int(m.group(1)), int(m.group(2))) for m in (RESULT.match(l) for l in out.splitlines()) if m]
 
 
 def start_server(hcaemu, test, dev, port, args):
