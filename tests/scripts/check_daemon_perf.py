@@ -162,8 +162,11 @@ def sigkill_case(hcaemu, A, B):
         time.sleep(0.1)
     expect("SIGKILL case: the victim's QP is listed by res show qp on A while it runs", victim_seen)
     time.sleep(0.5)
-    alive = c1.poll() is None
-    expect("SIGKILL case: the victim is still transferring when killed", alive)
+    # In the middle of a transfer: alive, its QP in RTS with WRITEs outstanding in its send queue.
+    rc, objs, _ = res_json(hcaemu, A, "qp")
+    mine = [o for o in objs or [] if o.get("pid") == c1.pid]
+    busy = c1.poll() is None and len(mine) == 1 and mine[0].get("state") == "RTS" and int(mine[0].get("sq_used", 0)) > 0
+    expect("SIGKILL case: the victim is in the middle of its transfer when killed (RTS, WQEs outstanding)", busy, mine)
     c1.send_signal(signal.SIGKILL)
     c1.communicate(timeout=30)
     # The daemon frees what the victim held once it sees the connection close.
