@@ -10,7 +10,7 @@
 #     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
-# Environment: HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
+# Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace), HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
 # timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu also writes cases/NAME.hcaemu.pcap with
 # --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
@@ -35,7 +35,7 @@ HCAEMU=${HCAEMU:-$REPO/build/tools/hcaemu}
 RES=${HCAEMU_INTEROP_RESULTS:-$REPO/build/interop-results}
 CACHE=${HCAEMU_INTEROP_CACHE:-$REPO/build/interop-guest}
 ACCEL=${HCAEMU_INTEROP_ACCEL:-auto}
-NS=hcaemu-interop
+NS=${HCAEMU_INTEROP_NS:-hcaemu-interop}   # two runs at once need two names
 GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
 PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
