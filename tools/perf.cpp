@@ -14,7 +14,9 @@
 // next cache line of the destination block.
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -67,6 +69,8 @@ public:
     Session& operator=(const Session&) = delete;
 
     int run();
+    // --dump: PREFIX.json and PREFIX.bin (see write_dump); `rc` is the run's exit status.
+    bool write_dump(int rc);
 
 private:
     // ---- output ----
@@ -123,6 +127,10 @@ private:
     uint8_t* dst(size_t q) { return mem_.data + (nq_ + q) * block_; }
     // where a SEND's payload lands: UD puts the GRH in the 40 bytes before it
     uint8_t* sink(size_t q) { return dst(q) + (ud_ ? cache_line_ : 0); }
+    // --dump on a SEND receiver: receive i lands in slot i % rx_depth of a ring after the blocks,
+    // so that a message stays where it landed until its completion is recorded (a receive is
+    // posted again only after the one rx_depth before it completed)
+    uint8_t* ring(size_t q, uint64_t slot) { return mem_.data + 2 * nq_ * block_ + (q * ring_n_ + slot) * slot_len_; }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
     bool post_recv(size_t q);
     // Takes every completion; false on an error completion.
@@ -143,6 +151,9 @@ private:
     bool verify(uint64_t size, uint64_t peer_iters);
     bool verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base);
     bool verify_grh(size_t q);
+    // --dump: one record (op, remote VA, the bytes); no allocation, the space was reserved
+    void record(char op, uint64_t remote_va, const uint8_t* p, uint64_t len);
+    void record_wr(size_t q, uint64_t n);
     void fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge);
     // BW tests walk through the cycle buffer as perftest does: message k of a QP goes to offset
     // (k % slots) * inc at both ends (inc: the size rounded up to the cache line), when a message
@@ -184,6 +195,26 @@ private:
     uint64_t recv_base_ = 0;  // send_lat: the receives the sizes before this one took
     std::vector<uint64_t> tposted_, tcompleted_;
     std::array<Wc, 64> wc_{};
+
+    // --dump
+    struct DumpRec {
+        char op;  // 'w' RDMA WRITE, 'r' RDMA READ, 's' SEND (posted), 'v' a message received
+        uint64_t remote_va;
+        uint64_t len;
+        uint64_t off;  // into rec_bytes_
+    };
+    const bool dump_ = !o_.dump.empty();
+    bool ring_ = false;
+    uint32_t ring_n_ = 0;
+    uint64_t slot_len_ = 0;
+    size_t mem_len_ = 0;                    // the registered length (what PREFIX.bin starts with)
+    std::vector<uint64_t> recv_posted_;     // per QP: receives posted (the ring's slot)
+    std::vector<const uint8_t*> last_sink_;  // per QP: where the last message received landed
+    std::vector<DumpRec> recs_;             // reserved before the run
+    std::vector<uint8_t> rec_bytes_;        // sized before the run
+    uint64_t rec_used_ = 0;
+    bool rec_overflow_ = false;             // more than was reserved: the dump says so
+    uint64_t cur_size_ = 0;                 // the size of the messages in flight
 };
 
 bool Session::handshake_start() {
@@ -340,9 +371,17 @@ bool Session::connect(size_t q) {
 }
 
 bool Session::post_recv(size_t q) {
-    Sge sge = ud_ ? Sge{addr(sink(q)) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(dst(q)), uint32_t(block_), mr_->lkey()};
+    uint8_t* base = dst(q);
+    uint64_t len = block_, wr_id = q;
+    if (ring_) {
+        const uint64_t slot = recv_posted_[q]++ % ring_n_;
+        base = ring(q, slot);
+        len = slot_len_;
+        wr_id |= slot << 8;
+    }
+    Sge sge = ud_ ? Sge{addr(base + cache_line_) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(base), uint32_t(len), mr_->lkey()};
     RecvWr wr;
-    wr.wr_id = q;
+    wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     const RecvWr* bad = nullptr;
@@ -363,11 +402,16 @@ bool Session::drain_cq() {
                             " (" + name(w.opcode) + ")");
             const size_t q = size_t(w.wr_id & 0xFF);
             if (w.opcode == WcOpcode::recv) {
+                const uint8_t* at = ring_ ? ring(q, w.wr_id >> 8) + (ud_ ? cache_line_ : 0) : sink(q);
+                last_sink_[q] = at;
+                if (dump_) record('v', 0, at, ud_ ? (w.byte_len > kGrhLen ? w.byte_len - kGrhLen : 0) : w.byte_len);
                 ++recvd_[q];
                 ++total_recvd_;
                 last_recv_ns_ = t;
             } else {
                 const uint64_t upto = w.wr_id >> 8;  // the WR's count on its QP
+                if (dump_)
+                    for (uint64_t k = sent_[q] + 1; k <= upto; ++k) record_wr(q, k);
                 total_sent_ += upto - sent_[q];
                 sent_[q] = upto;
                 if (!tcompleted_.empty() && total_sent_) tcompleted_[std::min(total_sent_, tcompleted_.size()) - 1] = t;
@@ -485,6 +529,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
     const uint64_t iters = o_.iters;
     const uint32_t cq_mod = timed ? 1 : o_.cq_mod;
     const uint64_t total = timed ? 0 : iters * nq_;
+    cur_size_ = size;
     tposted_.assign(total, 0);
     tcompleted_.assign(total, 0);
     std::fill(sent_.begin(), sent_.end(), 0);
@@ -543,6 +588,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
 
 bool Session::send_bw_server(uint64_t size, BwReport& rep) {
     const uint64_t want = o_.iters * nq_;
+    cur_size_ = size;
     std::fill(recvd_.begin(), recvd_.end(), 0);
     total_recvd_ = 0;
     std::vector<uint64_t> posted(nq_, std::min<uint64_t>(o_.rx_depth, o_.iters));  // posted before the barrier
@@ -657,6 +703,82 @@ bool Session::read_atomic_lat(uint64_t size) {
     return true;
 }
 
+void Session::record(char op, uint64_t remote_va, const uint8_t* p, uint64_t len) {
+    if (recs_.size() == recs_.capacity() || rec_bytes_.size() - rec_used_ < len) {
+        rec_overflow_ = true;
+        return;
+    }
+    std::memcpy(rec_bytes_.data() + rec_used_, p, len);
+    recs_.push_back(DumpRec{op, remote_va, len, rec_used_});
+    rec_used_ += len;
+}
+
+// WR n (from 1) of QP q, as bw_client posted it: WRITE and READ walk the cycle buffer at both
+// ends; a SEND goes from the block's start.
+void Session::record_wr(size_t q, uint64_t n) {
+    const uint64_t off = o_.verb == Verb::send ? 0 : ((n - 1) % slots(cur_size_)) * inc(cur_size_);
+    const char op = o_.verb == Verb::send ? 's' : o_.verb == Verb::write ? 'w' : 'r';
+    record(op, o_.verb == Verb::send ? 0 : theirs_[q].vaddr + off, src(q) + off, cur_size_);
+}
+
+namespace {
+std::string hex_gid(const Gid& g) {
+    std::string s;
+    char b[3];
+    for (uint8_t x : g) {
+        std::snprintf(b, sizeof b, "%02x", unsigned(x));
+        s += b;
+    }
+    return s;
+}
+}  // namespace
+
+// PREFIX.bin: the buffer as it is now (mem_len_ bytes), then the records' bytes. PREFIX.json: what
+// tests/scripts/check_capture_data.py needs to find the case's frames and compare them.
+bool Session::write_dump(int rc) {
+    if (!dump_ || !mem_.data || theirs_.empty()) return true;
+    const std::string bin = o_.dump + ".bin", json = o_.dump + ".json";
+    FILE* f = std::fopen(bin.c_str(), "wb");
+    if (!f) return fail("--dump: cannot write " + bin + ": " + std::strerror(errno));
+    bool ok = std::fwrite(mem_.data, 1, mem_len_, f) == mem_len_ &&
+              std::fwrite(rec_bytes_.data(), 1, rec_used_, f) == rec_used_;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok) return fail("--dump: cannot write " + bin);
+    static const char* const kTests[] = {"send_bw", "write_bw", "read_bw", "atomic_bw"};
+    const auto u = [](uint64_t v) { return std::to_string(v); };
+    std::string j = "{\"test\": \"" + std::string(kTests[size_t(o_.verb)]) + "\", \"role\": \"" +
+                    (client_ ? "client" : "server") + "\", \"conn\": \"" +
+                    (o_.conn == QpType::rc ? "RC" : o_.conn == QpType::uc ? "UC" : "UD") + "\", \"status\": " +
+                    std::to_string(rc) + ",\n";
+    j += " \"qpn\": " + u(mine_[0].qpn) + ", \"psn\": " + u(mine_[0].psn) + ", \"gid\": \"" + hex_gid(gid_) + "\",\n";
+    j += " \"peer_qpn\": " + u(theirs_[0].qpn) + ", \"peer_psn\": " + u(theirs_[0].psn) + ", \"peer_gid\": \"" +
+         hex_gid(theirs_[0].gid) + "\",\n";
+    j += " \"buf_va\": " + u(addr(mem_.data)) + ", \"buf_len\": " + u(mem_len_) + ", \"dst_va\": " + u(mine_[0].vaddr) +
+         ", \"peer_va\": " + u(theirs_[0].vaddr) + ",\n";
+    j += " \"mtu\": " + u(mtu_bytes(mtu_)) + ", \"size\": " + u(size_) + ", \"all_sizes\": " +
+         (o_.all_sizes ? "true" : "false") + ", \"iterations\": " + u(o_.iters) + ", \"records_overflow\": " +
+         (rec_overflow_ ? "true" : "false") + ",\n \"records\": [";
+    static const struct {
+        char c;
+        const char* name;
+    } kOps[] = {{'w', "write"}, {'r', "read"}, {'s', "send"}, {'v', "recv"}};
+    for (size_t i = 0; i < recs_.size(); ++i) {
+        const DumpRec& r = recs_[i];
+        const char* op = "?";
+        for (const auto& k : kOps)
+            if (k.c == r.op) op = k.name;
+        j += std::string(i ? ",\n  " : "\n  ") + "{\"op\": \"" + op + "\", \"remote_va\": " + u(r.remote_va) +
+             ", \"len\": " + u(r.len) + ", \"off\": " + u(mem_len_ + r.off) + "}";
+    }
+    j += "]}\n";
+    f = std::fopen(json.c_str(), "w");
+    if (!f) return fail("--dump: cannot write " + json + ": " + std::strerror(errno));
+    ok = std::fputs(j.c_str(), f) >= 0;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok) return fail("--dump: cannot write " + json);
+    return true;
+}
+
 bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip_last, uint64_t base) {
     for (uint64_t i = 0; i + skip_last < n; ++i)
         if (p[i] != pattern_byte(base + i)) {
@@ -672,7 +794,7 @@ bool Session::verify_bytes(const uint8_t* p, uint64_t n, size_t q, uint64_t skip
 // A UD receive's GRH names the sender and this side (IBTA 11.4.1.1; RoCE v2 over IPv4: the IPv4
 // header in the GRH's last 20 bytes, addresses at its offsets 12 and 16).
 bool Session::verify_grh(size_t q) {
-    const uint8_t* g = sink(q) - kGrhLen;
+    const uint8_t* g = last_sink_[q] - kGrhLen;
     const Gid& peer = theirs_[q].gid;
     const bool v4 = pkt::is_ipv4_mapped(gid_);
     const bool ok = v4 ? std::memcmp(g + 32, peer.data() + 12, 4) == 0 && std::memcmp(g + 36, gid_.data() + 12, 4) == 0
@@ -721,7 +843,7 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
         const uint8_t* at = nullptr;
         if (o_.verb == Verb::read && client_) at = src(q);
         if (o_.verb == Verb::write && (!client_ || o_.kind == Kind::lat)) at = dst(q);
-        if (o_.verb == Verb::send && (!client_ || o_.kind == Kind::lat)) at = sink(q);
+        if (o_.verb == Verb::send && (!client_ || o_.kind == Kind::lat)) at = last_sink_[q];
         if (!at) continue;
         if (ud_ && !verify_grh(q)) return false;
         // BW WRITEs and READs walked through the slots: each slot reached holds the pattern
@@ -754,7 +876,13 @@ int Session::run() {
     const uint64_t need = max_size + (ud_ ? cache_line_ : 0);
     block_ = size_t((std::max<uint64_t>(need, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
     recv_len_ = uint32_t(max_size + kGrhLen);
-    const size_t bytes = 2 * nq_ * block_;
+    if (dump_ && o_.verb == Verb::send && !client_) {
+        ring_ = true;
+        ring_n_ = o_.rx_depth;
+        slot_len_ = (need + cache_line_ - 1) / cache_line_ * cache_line_;
+    }
+    const size_t bytes = 2 * nq_ * block_ + (ring_ ? nq_ * ring_n_ * slot_len_ : 0);
+    mem_len_ = bytes;
     auto buf = dev.alloc_buffer(bytes);
     if (!buf.ok()) return fail("cannot allocate " + std::to_string(bytes) + " bytes"), 1;
     mem_ = buf.value;
@@ -763,6 +891,25 @@ int Session::run() {
     for (size_t q = 0; q < nq_; ++q) {
         if (o_.verb == Verb::read || o_.verb == Verb::atomic) std::memset(src(q), 0, block_);
         if (o_.verb != Verb::read) std::memset(dst(q), 0, block_);
+        if (ring_) std::memset(ring(q, 0), 0, ring_n_ * slot_len_);
+    }
+    recv_posted_.assign(nq_, 0);
+    last_sink_.assign(nq_, nullptr);
+    for (size_t q = 0; q < nq_; ++q) last_sink_[q] = sink(q);
+    if (dump_ && (client_ || o_.verb == Verb::send)) {
+        // every WR (requester) or message received (SEND receiver) of every size, reserved now
+        uint64_t nsizes = 0, sum = 0;
+        for (int i = 1; i < 24 && o_.all_sizes; ++i)
+            if ((uint64_t(1) << i) <= max_size) {
+                ++nsizes;
+                sum += uint64_t(1) << i;
+            }
+        if (!o_.all_sizes) {
+            nsizes = 1;
+            sum = size_;
+        }
+        recs_.reserve(nsizes * o_.iters * nq_);
+        rec_bytes_.resize(sum * o_.iters * nq_);
     }
     auto pd = dev.alloc_pd();
     if (!pd.ok()) return fail(std::string("alloc_pd: ") + name(pd.status)), 1;
@@ -889,7 +1036,13 @@ int Session::run() {
 
 int run(const Options& o, Env& env, OobConn& conn, std::string& err) {
     Session s(o, env, conn, err);
-    const int rc = s.run();
+    int rc = s.run();
+    if (!o.dump.empty()) {
+        // a failed run's message stays the one reported; its dump is written all the same
+        const std::string keep = err;
+        if (!s.write_dump(rc) && !rc) rc = 1;
+        if (!keep.empty()) err = keep;
+    }
     if (rc && err.empty()) err = "failed";
     return rc;
 }

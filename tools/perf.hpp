@@ -52,6 +52,7 @@ struct Options {
     QpType conn = QpType::rc;      // -c
     bool gbits = false;            // --report_gbits
     bool check = false;            // --check (hcaemu's own): verify the data that arrived
+    std::string dump;              // --dump PREFIX (hcaemu's own): PREFIX.json and PREFIX.bin at the end
     uint64_t oob_timeout_ms = 60'000;  // --oob-timeout SEC: connect, accept, every read; a stall
 };
 
@@ -61,6 +62,8 @@ struct Options {
 using OtherOption = std::function<int(int argc, char** argv, int& i, std::string& err)>;
 bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, std::string& err);
 extern const char* const kPerfHelp;
+// --dump: the most record bytes (messages' bytes) a run may keep; more is refused (exit 2)
+constexpr uint64_t kDumpMaxRecordBytes = 64ull << 20;
 
 // ---- results, computed as perftest computes them, from steady-clock nanoseconds ----
 

@@ -40,6 +40,10 @@ const char* const kPerfHelp =
     "hcaemu's own:\n"
     "      --check           fill sources with a pattern and verify what arrived after the run\n"
     "                        (both sides hcaemu; prints 'data check: ok' or the first difference)\n"
+    "      --dump PREFIX     write_bw, read_bw, send_bw (one QP, -n): at the end write PREFIX.bin (the\n"
+    "                        buffer, then every WR as completed, or every message received) and\n"
+    "                        PREFIX.json (QPNs, PSNs, addresses, MTU, the records), for\n"
+    "                        tests/scripts/check_capture_data.py to compare with a capture\n"
     "      --oob-timeout SEC wait at most SEC for the peer: connect, accept, every message, and any\n"
     "                        stall of the RoCE traffic (default 60)\n";
 
@@ -61,6 +65,33 @@ bool parse_verb(const std::string& t, Options& o) {
             return true;
         }
     return false;
+}
+
+// --dump keeps every message's bytes: counted BW runs of one QP, within kDumpMaxRecordBytes.
+bool dump_allowed(const Options& o, std::string& err) {
+    if (o.dump.empty()) return true;
+    if (o.kind != Kind::bw || o.verb == Verb::atomic) {
+        err = "--dump: write_bw, read_bw and send_bw only";
+        return false;
+    }
+    if (o.num_qps > 1) {
+        err = "--dump: one QP only (-q 1)";
+        return false;
+    }
+    if (o.duration) {
+        err = "--dump: counted runs only (-n), not -D";
+        return false;
+    }
+    uint64_t bytes = 0;
+    if (o.all_sizes)
+        for (int i = 1; i < 24; ++i) bytes += (uint64_t(1) << i) * o.iters;
+    else
+        bytes = o.size * o.iters;
+    if (bytes > kDumpMaxRecordBytes) {
+        err = "--dump: the records would take " + std::to_string(bytes) + " bytes, more than 64 MiB (lower -n or -s)";
+        return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -187,6 +218,13 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             o.gbits = true;
         } else if (a == "--check") {
             o.check = true;
+        } else if (a == "--dump") {
+            if (!value("a file prefix")) return false;
+            if (val.empty()) {
+                err = "--dump: an empty prefix";
+                return false;
+            }
+            o.dump = val;
         } else if (a == "--oob-timeout") {
             if (!num(1, 3600, v)) return false;
             o.oob_timeout_ms = v * 1000;
@@ -264,7 +302,7 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
     }
     if (!cq_mod_given) o.cq_mod = 100;
     if (o.cq_mod > o.tx_depth) o.cq_mod = o.tx_depth;
-    return true;
+    return dump_allowed(o, err);
 }
 
 }  // namespace hcaemu::tools::perf
