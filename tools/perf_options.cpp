@@ -220,8 +220,8 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             o.check = true;
         } else if (a == "--dump") {
             if (!value("a file prefix")) return false;
-            if (val.empty()) {
-                err = "--dump: an empty prefix";
+            if (val.empty() || val[0] == '-') {
+                err = "--dump needs a file prefix";
                 return false;
             }
             o.dump = val;

@@ -169,9 +169,9 @@ case $ACCEL in
   *) ACCEL_ARGS=(-accel tcg -cpu max);;
 esac
 
-# One run at a time: the namespace name and the addresses are fixed.
-exec 9> /run/hcaemu-interop.lock
-flock -n 9 || { echo "interop: FAIL: another interop run holds /run/hcaemu-interop.lock" >&2; exit 1; }
+# One run at a time per namespace name (the addresses are fixed inside it).
+exec 9> "/run/$NS.lock"
+flock -n 9 || { echo "interop: FAIL: another interop run holds /run/$NS.lock" >&2; exit 1; }
 
 if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; then
   echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
@@ -330,7 +330,17 @@ emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per 
   read -r -a f <<< "$2"
   printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
   [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$4.hcaemu.pcap"
+  ! dump_case "$1" "$2" || printf '%s\n' --dump "$RES/cases/$4.dump"
 }
+# The BW cases whose data is proven from the capture: hcaemu dumps its buffer and every message
+# (hcaemu perf --dump: one QP, counted runs), tests/scripts/check_capture_data.py compares them
+# with cases/NAME.pcap.
+dump_case() {  # dump_case TOOL FLAGS
+  [ $RXE_PEER = 0 ] || return 1
+  case $1 in write_bw|read_bw|send_bw) ;; *) return 1;; esac
+  [[ " $2 " != *" -D "* ]] && ! [[ " $2 " =~ \ -q\ ([2-9]|[1-9][0-9]) ]]
+}
+DATA_CHECK=$REPO/tests/scripts/check_capture_data.py
 last_line() { grep -v '^\s*$' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
 why() {  # why FILE: the line that explains a failure: hcaemu's own message, else the last line
   local l; l=$(grep -m1 '^hcaemu' "$1" 2>/dev/null | cut -c1-160)
@@ -466,9 +476,20 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
     fi
     rm -f "$d.roce.pcap"
   fi
+  # The data, byte for byte: hcaemu's dump against the frames on the bridge.
+  local data=""
+  if [ -z "$reason" ] && dump_case "$tool" "$flags"; then
+    if /usr/bin/python3 "$DATA_CHECK" "$d.pcap" "$d.dump" --emu-ip "$EMU_IP" --capture-dropped "${drops:-0}" \
+         > "$d.datacheck.txt" 2>&1; then
+      data=$(sed -n 's/.*: \([0-9]*\) messages compared, \([0-9]*\) bytes, \([0-9]*\) retransmitted copies, \([0-9]*\) not covered$/, data: \1 messages, \2 bytes compared (\3 retransmitted copies, \4 not covered)/p' "$d.datacheck.txt")
+      data=${data:-", data: $(last_line "$d.datacheck.txt")"}
+    else
+      reason="data: $(tail -1 "$d.datacheck.txt" | cut -c1-300 | sed 's/^check_capture_data: //')"
+    fi
+  fi
   ms=$(( $(now_ms) - t0 ))
   if [ -z "$reason" ]; then
-    report PASS "$name" "$roce RoCE v2 frames, ${ms} ms"
+    report PASS "$name" "$roce RoCE v2 frames$data, ${ms} ms"
   else
     report FAIL "$name" "$reason (${ms} ms; logs: cases/$name.*)"
   fi
