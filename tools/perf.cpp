@@ -127,9 +127,10 @@ private:
     uint8_t* dst(size_t q) { return mem_.data + (nq_ + q) * block_; }
     // where a SEND's payload lands: UD puts the GRH in the 40 bytes before it
     uint8_t* sink(size_t q) { return dst(q) + (ud_ ? cache_line_ : 0); }
-    // --dump on a SEND receiver: receive i lands in slot i % rx_depth of a ring after the blocks,
-    // so that a message stays where it landed until its completion is recorded (a receive is
-    // posted again only after the one rx_depth before it completed)
+    // --dump on a SEND receiver: receive i lands in slot i % rx_depth of a ring after the blocks;
+    // on a READ requester, READ i in slot i % tx_depth. So a message stays where it landed until
+    // its completion is recorded: a slot is used again only after the WR rx_depth (tx_depth)
+    // before had completed. (Without --dump they all land in one block, the walk of perftest.)
     uint8_t* ring(size_t q, uint64_t slot) { return mem_.data + 2 * nq_ * block_ + (q * ring_n_ + slot) * slot_len_; }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
     bool post_recv(size_t q);
@@ -551,7 +552,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 const uint64_t n = posted[q] + 1;
                 if (o_.verb != Verb::send) {  // a SEND's address is local only: it stays
                     const uint64_t off = (posted[q] % nslots) * step;
-                    sge[q].addr = addr(src(q)) + off;
+                    sge[q].addr = ring_ ? addr(ring(q, posted[q] % ring_n_)) : addr(src(q)) + off;
                     wr[q].rdma.remote_addr = wr[q].atomic.remote_addr = theirs_[q].vaddr + off;
                 }
                 const bool signaled = n % cq_mod == 0 || (!timed && n == iters);
@@ -718,7 +719,8 @@ void Session::record(char op, uint64_t remote_va, const uint8_t* p, uint64_t len
 void Session::record_wr(size_t q, uint64_t n) {
     const uint64_t off = o_.verb == Verb::send ? 0 : ((n - 1) % slots(cur_size_)) * inc(cur_size_);
     const char op = o_.verb == Verb::send ? 's' : o_.verb == Verb::write ? 'w' : 'r';
-    record(op, o_.verb == Verb::send ? 0 : theirs_[q].vaddr + off, src(q) + off, cur_size_);
+    const uint8_t* local = ring_ ? ring(q, (n - 1) % ring_n_) : src(q) + off;  // ring_: READ only
+    record(op, o_.verb == Verb::send ? 0 : theirs_[q].vaddr + off, local, cur_size_);
 }
 
 namespace {
@@ -845,6 +847,16 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
         if (o_.verb == Verb::write && (!client_ || o_.kind == Kind::lat)) at = dst(q);
         if (o_.verb == Verb::send && (!client_ || o_.kind == Kind::lat)) at = last_sink_[q];
         if (!at) continue;
+        if (ring_ && o_.verb == Verb::read) {
+            // --dump: READ n landed in slot (n-1) % tx_depth; each slot holds the last READ that
+            // used it, of the peer's pattern at that READ's offset in the cycle buffer
+            const uint64_t n_qp = peer_iters / nq_;
+            for (uint64_t n = n_qp > ring_n_ ? n_qp - ring_n_ + 1 : 1; n <= n_qp; ++n)
+                if (!verify_bytes(ring(q, (n - 1) % ring_n_), size, q, 0, ((n - 1) % slots(size)) * inc(size)))
+                    return false;
+            checked = true;
+            continue;
+        }
         if (ud_ && !verify_grh(q)) return false;
         // BW WRITEs and READs walked through the slots: each slot reached holds the pattern
         const uint64_t reached = o_.kind == Kind::bw && o_.verb != Verb::send ? std::min(slots(size), peer_iters / nq_) : 1;
@@ -876,9 +888,9 @@ int Session::run() {
     const uint64_t need = max_size + (ud_ ? cache_line_ : 0);
     block_ = size_t((std::max<uint64_t>(need, cycle_buffer_) + cycle_buffer_ - 1) / cycle_buffer_ * cycle_buffer_);
     recv_len_ = uint32_t(max_size + kGrhLen);
-    if (dump_ && o_.verb == Verb::send && !client_) {
+    if (dump_ && ((o_.verb == Verb::send && !client_) || (o_.verb == Verb::read && client_))) {
         ring_ = true;
-        ring_n_ = o_.rx_depth;
+        ring_n_ = o_.verb == Verb::send ? o_.rx_depth : o_.tx_depth;
         slot_len_ = (need + cache_line_ - 1) / cache_line_ * cache_line_;
     }
     const size_t bytes = 2 * nq_ * block_ + (ring_ ? nq_ * ring_n_ * slot_len_ : 0);
