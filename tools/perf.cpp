@@ -767,10 +767,11 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
                     std::memcpy(&x, dst(q) + k * inc(8), 8);
                     v += x;
                 }
+                // -D: the client's row counts the window's middle only; more may have run
                 const uint64_t want = fetch ? per_qp : 0;
-                if (v != want) {
+                if (timed_ && fetch ? v < want : v != want) {
                     out("data check: FAILED: the atomic target holds " + std::to_string(v) + ", expected " +
-                        std::to_string(want) + "\n");
+                        (timed_ && fetch ? "at least " : "") + std::to_string(want) + "\n");
                     return fail("the atomic target does not hold what the operations left");
                 }
                 checked = true;
