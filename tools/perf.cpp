@@ -137,7 +137,6 @@ private:
     bool post_recv(size_t q);
     // Takes every completion; false on an error completion.
     bool drain_cq();
-    // Turns the engine and the CQ until cond() or a stall of oob_timeout_ms.
     // Turns the engine and the CQ until cond(), `deadline` (true: the caller sees cond() false) or a
     // stall of oob_timeout_ms (false, with err_).
     template <class Cond>
