@@ -8,6 +8,16 @@
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
+// -D (perftest 6.06, as rxe ran it against itself in the interop guest): the exchange is the one
+// of -n (one-sided BW: the client's results go to the server, which prints them; send BW, write and
+// send latency: each side prints its own row); each side times itself from the start of its loop
+// (send BW's server: from its first receive) and stops when its time is over, without waiting for
+// the peer. Only the middle of the run counts: perftest_resources.c's catch_alarm goes from
+// START_STATE to SAMPLE_STATE after `margin` = D/4 whole seconds, to STOP_SAMPLE_STATE after
+// D - 2*margin more, to END_STATE after margin more; the iterations completed in SAMPLE_STATE and
+// its length make the row (BW: peak 0.00; latency: t_avg = length/iterations, halved for the
+// ping-pongs, and tps = iterations/length). write_lat's ping-pong ends with no closing exchange at
+// all, send_lat's with the barrier and "done".
 // UD (send tests only, perftest_resources.c): Q_Key 0x11111111 (DEF_QKEY) on every QP and in every
 // SEND, which goes to the QPN the peer's QP information gave, through an AH built from its GID;
 // receives take size + 40 bytes, the GRH first (IBTA 11.4.1.1), so that the payload lands on the
@@ -136,9 +146,27 @@ private:
     bool post_recv(size_t q);
     // Takes every completion; false on an error completion.
     bool drain_cq();
-    // Turns the engine and the CQ until cond() or a stall of oob_timeout_ms.
+    // Turns the engine and the CQ until cond(), `deadline` (true: the caller sees cond() false) or a
+    // stall of oob_timeout_ms (false, with err_).
     template <class Cond>
-    bool wait(Cond cond, const char* what);
+    bool wait(Cond cond, const char* what, uint64_t deadline = UINT64_MAX);
+
+    // ---- -D: perftest's run window (see the top of this file) ----
+    struct Window {
+        uint64_t sample_begin = 0, sample_end = 0, end = 0;
+    };
+    void window_start(uint64_t t) {
+        constexpr uint64_t kSec = 1'000'000'000ull;
+        const uint64_t margin = o_.duration / 4;
+        win_.sample_begin = t + margin * kSec;
+        win_.sample_end = win_.sample_begin + (o_.duration - 2 * margin) * kSec;
+        win_.end = win_.sample_end + margin * kSec;
+        sample_sent_ = sample_recvd_ = 0;
+        win_on_ = true;
+    }
+    uint64_t deadline() const { return timed_ ? win_.end : UINT64_MAX; }
+    bool over() const { return now_ns() >= win_.end; }
+    uint64_t sample_ns() const { return win_.sample_end - win_.sample_begin; }
 
     // ---- the tests ----
     void print_info();
@@ -170,6 +198,7 @@ private:
     const bool client_;
     const size_t nq_;
     const bool ud_ = o_.conn == QpType::ud;
+    const bool timed_ = o_.duration != 0;
     uint64_t size_ = o_.size;  // UD may lower it to the MTU
     uint32_t recv_len_ = 0;    // UD: a receive's length (the largest message + the GRH)
     Mtu mtu_ = Mtu::mtu1024;
@@ -216,6 +245,13 @@ private:
     uint64_t rec_used_ = 0;
     bool rec_overflow_ = false;             // more than was reserved: the dump says so
     uint64_t cur_size_ = 0;                 // the size of the messages in flight
+
+    // -D: the window, and what the CQ drain counted inside its middle part
+    Window win_;
+    bool win_on_ = false;
+    uint64_t sample_sent_ = 0, sample_recvd_ = 0;
+    uint64_t lat_last_rcvd_ = 0;  // write_lat: the number of the peer's last WRITE seen (--check)
+    uint64_t lat_ops_ = 0;        // read/atomic latency: the operations completed (--check)
 };
 
 bool Session::handshake_start() {
@@ -396,6 +432,7 @@ bool Session::drain_cq() {
         const int n = cq_->poll(wc_);
         if (n <= 0) return true;
         const uint64_t t = now_ns();
+        const bool counted = win_on_ && t >= win_.sample_begin && t < win_.sample_end;
         for (int i = 0; i < n; ++i) {
             const Wc& w = wc_[size_t(i)];
             if (w.status != WcStatus::success)
@@ -408,12 +445,14 @@ bool Session::drain_cq() {
                 if (dump_) record('v', 0, at, ud_ ? (w.byte_len > kGrhLen ? w.byte_len - kGrhLen : 0) : w.byte_len);
                 ++recvd_[q];
                 ++total_recvd_;
+                sample_recvd_ += counted;
                 last_recv_ns_ = t;
             } else {
                 const uint64_t upto = w.wr_id >> 8;  // the WR's count on its QP
                 if (dump_)
                     for (uint64_t k = sent_[q] + 1; k <= upto; ++k) record_wr(q, k);
                 total_sent_ += upto - sent_[q];
+                if (counted) sample_sent_ += upto - sent_[q];
                 sent_[q] = upto;
                 if (!tcompleted_.empty() && total_sent_) tcompleted_[std::min(total_sent_, tcompleted_.size()) - 1] = t;
             }
@@ -422,13 +461,14 @@ bool Session::drain_cq() {
 }
 
 template <class Cond>
-bool Session::wait(Cond cond, const char* what) {
+bool Session::wait(Cond cond, const char* what, uint64_t deadline) {
     uint64_t last = now_ns();
     uint64_t seen = total_sent_ + total_recvd_;
     for (uint64_t turn = 0;; ++turn) {
         if (cond()) return true;
         ctx_.poll();
         if (!drain_cq()) return false;
+        if ((turn & 15) == 0 && deadline != UINT64_MAX && now_ns() >= deadline) return true;
         if ((turn & 255) == 0) {
             const uint64_t t = now_ns();
             if (total_sent_ + total_recvd_ != seen) {
@@ -526,7 +566,7 @@ void Session::fill_wr(size_t q, uint64_t size, SendWr& wr, Sge& sge) {
 }
 
 bool Session::bw_client(uint64_t size, BwReport& rep) {
-    const bool timed = o_.duration != 0;
+    const bool timed = timed_;
     const uint64_t iters = o_.iters;
     const uint32_t cq_mod = timed ? 1 : o_.cq_mod;
     const uint64_t total = timed ? 0 : iters * nq_;
@@ -542,11 +582,13 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
     const uint64_t step = inc(size), nslots = slots(size);
     uint64_t total_posted = 0;
     const uint64_t start = now_ns();
-    const uint64_t end = start + uint64_t(o_.duration) * 1'000'000'000ull;
+    if (timed) window_start(start);
     uint64_t last_progress = start, seen = 0;
     for (uint64_t turn = 0;; ++turn) {
-        const bool posting = timed ? now_ns() < end : total_posted < total;
-        if (!posting && total_sent_ == total_posted) break;
+        const bool posting = timed ? !over() : total_posted < total;
+        // a timed run ends with its time, as perftest's: what is still outstanding is not waited
+        // for (a SEND may wait for a receive the server no longer posts)
+        if (!posting && (timed || total_sent_ == total_posted)) break;
         for (size_t q = 0; posting && q < nq_; ++q) {
             while ((timed || posted[q] < iters) && posted[q] - sent_[q] < o_.tx_depth) {
                 const uint64_t n = posted[q] + 1;
@@ -579,107 +621,135 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
             }
         }
     }
-    if (timed)
-        rep = compute_bw_total(size, total_sent_, now_ns() - start, o_.gbits);
-    else
+    if (timed) {
+        win_on_ = false;
+        rep = compute_bw_total(size, sample_sent_, sample_ns(), o_.gbits);
+    } else
         rep = compute_bw(tposted_, tcompleted_, size, cq_mod, o_.gbits);
     tcompleted_.clear();
     return true;
 }
 
 bool Session::send_bw_server(uint64_t size, BwReport& rep) {
-    const uint64_t want = o_.iters * nq_;
+    // -D: no count; the receive queues stay full until the time is over, which runs from the first
+    // receive (perftest's run_iter_bw_server starts its alarm there)
+    const uint64_t per_qp = timed_ ? UINT64_MAX : o_.iters;
+    const uint64_t want = timed_ ? UINT64_MAX : o_.iters * nq_;
     cur_size_ = size;
     std::fill(recvd_.begin(), recvd_.end(), 0);
     total_recvd_ = 0;
-    std::vector<uint64_t> posted(nq_, std::min<uint64_t>(o_.rx_depth, o_.iters));  // posted before the barrier
+    std::vector<uint64_t> posted(nq_, std::min<uint64_t>(o_.rx_depth, per_qp));  // posted before the barrier
     const uint64_t start = now_ns();
-    uint64_t reposted_total = 0;
     if (!wait(
             [&] {
+                if (timed_ && !win_on_ && total_recvd_) {
+                    window_start(last_recv_ns_);
+                    sample_recvd_ = o_.duration < 4 ? total_recvd_ : 0;  // no warm-up: the first ones count
+                }
                 // keep the receive queues full while messages remain
                 for (size_t q = 0; q < nq_; ++q)
-                    while (posted[q] < o_.iters && posted[q] - recvd_[q] < o_.rx_depth) {
+                    while (posted[q] < per_qp && posted[q] - recvd_[q] < o_.rx_depth) {
                         if (!post_recv(q)) return true;
                         ++posted[q];
-                        ++reposted_total;
                     }
-                return total_recvd_ >= want;
+                return timed_ ? win_on_ && over() : total_recvd_ >= want;
             },
             "receiving"))
         return false;
     if (!err_.empty()) return false;
-    rep = compute_bw_total(size, want, last_recv_ns_ - start, o_.gbits);
+    if (timed_) {
+        win_on_ = false;
+        rep = compute_bw_total(size, sample_recvd_, sample_ns(), o_.gbits);
+    } else {
+        rep = compute_bw_total(size, want, last_recv_ns_ - start, o_.gbits);
+    }
     return true;
 }
 
-// The start of a ping-pong (write_lat, send_lat): one signaled WR on `sge`, the counts cleared.
+// The start of a ping-pong (write_lat, send_lat): one signaled WR on `sge`, the counts cleared,
+// and with -D the window opened.
 SendWr Session::lat_begin(uint64_t size, Sge& sge) {
-    tposted_.assign(o_.iters, 0);
+    tposted_.assign(timed_ ? 0 : o_.iters, 0);
     SendWr wr;
     fill_wr(0, size, wr, sge);
     wr.send_flags = send_flag::signaled;
     std::fill(sent_.begin(), sent_.end(), 0);
     total_sent_ = 0;
+    if (timed_) window_start(now_ns());
     return wr;
 }
 
+// perftest's run_iter_lat_write: the server writes first; each side waits for the peer's WRITE
+// (the last byte of its buffer carries the WRITE's number) before its next one. -D: a wait ends
+// with the time, and the iterations are the WRITE completions of the window's middle.
 bool Session::write_lat(uint64_t size) {
-    const uint64_t iters = o_.iters;
+    const uint64_t iters = timed_ ? UINT64_MAX : o_.iters;
     Sge sge;
     SendWr wr = lat_begin(size, sge);
     volatile uint8_t* post_byte = src(0) + size - 1;
     volatile uint8_t* poll_byte = dst(0) + size - 1;
     uint64_t scnt = 0, rcnt = 0;
+    lat_last_rcvd_ = 0;
     while (scnt < iters || rcnt < iters) {
+        if (timed_ && over()) break;
         if (rcnt < iters && !(scnt < 1 && !client_)) {
             ++rcnt;
             const uint8_t want = uint8_t(rcnt);
             // the peer's WRITE lands in our buffer: its last byte tells which one arrived
-            if (!wait([&] { return *poll_byte == want; }, "waiting for the peer's RDMA WRITE")) return false;
+            if (!wait([&] { return *poll_byte == want; }, "waiting for the peer's RDMA WRITE", deadline())) return false;
+            if (*poll_byte != want) break;  // -D: the time is over
+            lat_last_rcvd_ = rcnt;
             ++total_recvd_;
         }
         if (scnt < iters) {
-            tposted_[scnt] = now_ns();
+            if (!timed_) tposted_[scnt] = now_ns();
             *post_byte = uint8_t(++scnt);
             wr.wr_id = scnt << 8;
             const SendWr* bad = nullptr;
             const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
-            if (!wait([&] { return sent_[0] >= scnt; }, "RDMA WRITE completion")) return false;
+            if (!wait([&] { return sent_[0] >= scnt; }, "RDMA WRITE completion", deadline())) return false;
         }
     }
+    win_on_ = false;
     return true;
 }
 
+// perftest's run_iter_lat_send: the client sends first; each side waits for the peer's SEND before
+// its next one. -D: the iterations are the receives of the window's middle.
 bool Session::send_lat(uint64_t size) {
-    const uint64_t iters = o_.iters;
+    const uint64_t iters = timed_ ? UINT64_MAX : o_.iters;
     Sge sge;
     SendWr wr = lat_begin(size, sge);
     uint64_t scnt = 0, rcnt = 0;
     // The peer may start the next size (-a) before we have drained our last completion: count
     // its SENDs from the end of the previous size, not from what has arrived so far.
     const uint64_t base = recv_base_;
-    recv_base_ += iters;
+    recv_base_ += o_.iters;  // -a only, which -D excludes
     while (scnt < iters || rcnt < iters) {
+        if (timed_ && over()) break;
         // the client sends first (perftest's run_iter_lat_send; write latency: the server)
         if (rcnt < iters && !(scnt < 1 && client_)) {
             ++rcnt;
-            if (!wait([&] { return recvd_[0] >= base + rcnt; }, "waiting for the peer's SEND")) return false;
+            if (!wait([&] { return recvd_[0] >= base + rcnt; }, "waiting for the peer's SEND", deadline())) return false;
+            if (recvd_[0] < base + rcnt) break;  // -D: the time is over
             if (!post_recv(0)) return false;
         }
         if (scnt < iters) {
-            tposted_[scnt] = now_ns();
+            if (!timed_) tposted_[scnt] = now_ns();
             wr.wr_id = ++scnt << 8;
             const SendWr* bad = nullptr;
             const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
-            if (!wait([&] { return sent_[0] >= scnt; }, "SEND completion")) return false;
+            if (!wait([&] { return sent_[0] >= scnt; }, "SEND completion", deadline())) return false;
         }
     }
+    win_on_ = false;
     return true;
 }
 
+// perftest's run_iter_lat: the client alone, one READ or atomic at a time. -D: each one posted is
+// waited for; the iterations are the completions of the window's middle.
 bool Session::read_atomic_lat(uint64_t size) {
     SendWr wr;
     Sge sge;
@@ -687,20 +757,20 @@ bool Session::read_atomic_lat(uint64_t size) {
     wr.send_flags = send_flag::signaled;
     std::fill(sent_.begin(), sent_.end(), 0);
     total_sent_ = 0;
-    const bool timed = o_.duration != 0;
-    tposted_.assign(timed ? 0 : o_.iters, 0);
-    const uint64_t start = now_ns(), end = start + uint64_t(o_.duration) * 1'000'000'000ull;
+    tposted_.assign(timed_ ? 0 : o_.iters, 0);
+    if (timed_) window_start(now_ns());
     uint64_t n = 0;
     for (;;) {
-        if (timed ? now_ns() >= end : n >= o_.iters) break;
-        if (!timed) tposted_[n] = now_ns();
+        if (timed_ ? over() : n >= o_.iters) break;
+        if (!timed_) tposted_[n] = now_ns();
         wr.wr_id = ++n << 8;
         const SendWr* bad = nullptr;
         const Status s = qps_[0]->post_send(&wr, &bad);
         if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
         if (!wait([&] { return sent_[0] >= n; }, "completion")) return false;
     }
-    if (timed) out(lat_duration_line(size, n, now_ns() - start, false));
+    win_on_ = false;
+    lat_ops_ = n;
     return true;
 }
 
@@ -821,17 +891,18 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
                     std::memcpy(&x, dst(q) + k * inc(8), 8);
                     v += x;
                 }
+                // -D: the client's row counts the window's middle only; more may have run
                 const uint64_t want = fetch ? per_qp : 0;
-                if (v != want) {
+                if (timed_ && fetch ? v < want : v != want) {
                     out("data check: FAILED: the atomic target holds " + std::to_string(v) + ", expected " +
-                        std::to_string(want) + "\n");
+                        (timed_ && fetch ? "at least " : "") + std::to_string(want) + "\n");
                     return fail("the atomic target does not hold what the operations left");
                 }
                 checked = true;
             } else if (client_ && o_.kind == Kind::lat) {
                 // the last operation fetched what the ones before it left
                 std::memcpy(&v, src(q), 8);
-                const uint64_t want = fetch ? o_.iters - 1 : 0;
+                const uint64_t want = fetch ? lat_ops_ - 1 : 0;
                 if (v != want) {
                     out("data check: FAILED: the last fetched value is " + std::to_string(v) + ", expected " +
                         std::to_string(want) + "\n");
@@ -863,7 +934,9 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
         for (uint64_t k = 0; k < reached; ++k)
             if (!verify_bytes(at + k * inc(size), size, q, o_.verb == Verb::write && o_.kind == Kind::lat ? 1 : 0, k * inc(size)))
                 return false;
-        if (o_.verb == Verb::write && o_.kind == Kind::lat && at[size - 1] != uint8_t(o_.iters)) {
+        // the last WRITE's number; -D: the peer may have written once more after this side stopped
+        if (o_.verb == Verb::write && o_.kind == Kind::lat && at[size - 1] != uint8_t(timed_ ? lat_last_rcvd_ : o_.iters) &&
+            !(timed_ && at[size - 1] == uint8_t(lat_last_rcvd_ + 1))) {
             out("data check: FAILED: the last byte of the buffer is not the last message's number\n");
             return fail("the last RDMA WRITE did not arrive");
         }
@@ -977,7 +1050,7 @@ int Session::run() {
     if (o_.verb == Verb::send)
         for (size_t q = 0; q < nq_; ++q)
             if (!client_ || o_.kind == Kind::lat)
-                for (uint64_t i = 0; i < std::min<uint64_t>(o_.rx_depth, o_.kind == Kind::bw ? o_.iters : o_.rx_depth); ++i)
+                for (uint64_t i = 0; i < std::min<uint64_t>(o_.rx_depth, o_.kind == Kind::bw && !timed_ ? o_.iters : o_.rx_depth); ++i)
                     if (!post_recv(q)) return 1;
     if (!barrier()) return 1;  // after RTR/RTS
 
@@ -1028,7 +1101,10 @@ int Session::run() {
             const bool rt = o_.verb == Verb::write || o_.verb == Verb::send;
             if (o_.verb == Verb::write ? !write_lat(size) : o_.verb == Verb::send ? !send_lat(size) : !read_atomic_lat(size))
                 return 1;
-            if (!o_.duration) out(lat_line(compute_lat(tposted_, size, rt)));
+            if (!timed_)
+                out(lat_line(compute_lat(tposted_, size, rt)));
+            else  // send latency counts receives, the others completions (perftest's)
+                out(lat_duration_line(size, o_.verb == Verb::send ? sample_recvd_ : sample_sent_, sample_ns(), rt));
         }
     }
     out(kLine);

@@ -98,6 +98,20 @@ send_lat-ud-512-rxe_srv      | send_lat   | rxe    | -c UD -s 512 -n 20         
 send_lat-ud-512-hcaemu_srv   | send_lat   | hcaemu | -c UD -s 512 -n 20             |         | 60
 send_lat-ud-1024-rxe_srv     | send_lat   | rxe    | -c UD -s 1024 -n 20            |         | 60
 send_lat-ud-1024-hcaemu_srv  | send_lat   | hcaemu | -c UD -s 1024 -n 20            |         | 60
+q2-write_bw-64-rxe_srv       | write_bw   | rxe    | -q 2 -s 64 -n 20               |         | 60
+q2-write_bw-64-hcaemu_srv    | write_bw   | hcaemu | -q 2 -s 64 -n 20               |         | 60
+q2-read_bw-64-rxe_srv        | read_bw    | rxe    | -q 2 -s 64 -n 20               |         | 60
+q2-read_bw-64-hcaemu_srv     | read_bw    | hcaemu | -q 2 -s 64 -n 20               |         | 60
+q2-send_bw-64-rxe_srv        | send_bw    | rxe    | -q 2 -s 64 -n 20               |         | 60
+q2-send_bw-64-hcaemu_srv     | send_bw    | hcaemu | -q 2 -s 64 -n 20               |         | 60
+dur2-write_bw-64-rxe_srv     | write_bw   | rxe    | -s 64 -D 2                     |         | 60
+dur2-write_bw-64-hcaemu_srv  | write_bw   | hcaemu | -s 64 -D 2                     |         | 60
+dur2-send_bw-64-rxe_srv      | send_bw    | rxe    | -s 64 -D 2                     |         | 60
+dur2-send_bw-64-hcaemu_srv   | send_bw    | hcaemu | -s 64 -D 2                     |         | 60
+dur2-write_lat-64-rxe_srv    | write_lat  | rxe    | -s 64 -D 2                     |         | 60
+dur2-write_lat-64-hcaemu_srv | write_lat  | hcaemu | -s 64 -D 2                     |         | 60
+dur2-send_lat-64-rxe_srv     | send_lat   | rxe    | -s 64 -D 2                     |         | 60
+dur2-send_lat-64-hcaemu_srv  | send_lat   | hcaemu | -s 64 -D 2                     |         | 60
 loss5-pingpong-4096-rxe_srv  | pingpong   | rxe    | -s 4096 -n 50 -c               | noack loss 5% | 120
 loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c               | noack loss 5% | 120
 loss5-write_bw-8192-rxe_srv  | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
@@ -169,7 +183,7 @@ case $ACCEL in
   *) ACCEL_ARGS=(-accel tcg -cpu max);;
 esac
 
-# One run at a time per namespace name (the addresses are fixed inside it).
+# One run at a time per namespace (the addresses are fixed, but each run has its own namespace).
 exec 9> "/run/$NS.lock"
 flock -n 9 || { echo "interop: FAIL: another interop run holds /run/$NS.lock" >&2; exit 1; }
 
@@ -352,17 +366,28 @@ why() {  # why FILE: the line that explains a failure: hcaemu's own message, els
 # "Failed ...", "... failed", "Completion with error", "invalid data in page" (-c).
 ERR_RE='couldn|fail|error|invalid data|unable|mismatch'
 check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
-  local side=$1 file=$2 tool=$3 flags=$4 client=$5 n size bad
+  local side=$1 file=$2 tool=$3 flags=$4 client=$5 n q size bad
   bad=$(grep -iE "$ERR_RE" "$file" | head -1 | cut -c1-160)
   if [ "$side" != hcaemu ] && [ -n "$bad" ]; then echo "$side printed: $bad"; return 1; fi
   n=$(sed -n 's/.*-n \([0-9]*\).*/\1/p' <<< "$flags")
+  q=$(sed -n 's/.*-q \([0-9]*\).*/\1/p' <<< "$flags"); q=${q:-1}
   size=$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< "$flags"); size=${size:-8}
   case $tool in
     pingpong)   # both sides print "N iters in S seconds = U usec/iter"
       grep -qE "^$n iters in [0-9.]+ seconds" "$file" || { echo "$side: no '$n iters in' line"; return 1; };;
     *)          # perftest's result row "#bytes #iterations ...": the client prints it, and in
-                # perftest 4.5 both sides of every *_bw test and of send_lat do
-      if [ "$client" = 1 ] || [[ $tool == *_bw || $tool == send_lat ]]; then
+                # perftest 4.5 both sides of every *_bw test and of send_lat do (with -D, of
+                # write_lat too); a BW row counts every QP's iterations (-q 2 -n 20: 40)
+      if [[ " $flags " == *" -D "* ]]; then
+        # -D: as many iterations as the time allowed, at least one; perftest's duration rows
+        # have 5 columns (BW) or 4 (latency: #bytes #iterations t_avg[usec] tps average)
+        local cols=5; [[ $tool == *_lat ]] && cols=4
+        if [ "$client" = 1 ] || [[ $tool == *_bw || $tool == send_lat || $tool == write_lat ]]; then
+          awk -v s="$size" -v c="$cols" '$1 == s && $2 ~ /^[0-9]+$/ && $2 > 0 && NF == c {f = 1} END {exit !f}' "$file" ||
+            { echo "$side: no duration row '$size N>0 ...' ($cols columns)"; return 1; }
+        fi
+      elif [ "$client" = 1 ] || [[ $tool == *_bw || $tool == send_lat ]]; then
+        [[ $tool == *_bw ]] && n=$((n * q))
         awk -v s="$size" -v n="$n" '$1 == s && $2 == n {f = 1} END {exit !f}' "$file" ||
           { echo "$side: no result row '$size $n ...'"; return 1; }
       fi;;

@@ -4,7 +4,10 @@ socket file in a temp dir), the out-of-band exchange over TCP on 127.0.0.1.
 
 For every test (write/read/send/atomic, bw/lat) at a one-packet and a multi-packet size: both exit
 0, both print perftest's tables with the size and iteration count asked for, and --check finds the
-data where it belongs ('data check: ok'). Then -q 2, -a, -D, UC, --report_gbits. UD for send_bw and
+data where it belongs ('data check: ok'). Then -q 2, -a, UC, --report_gbits. -D for every test: perftest's duration rows
+(BW: peak 0.00; latency: #bytes #iterations t_avg[usec] tps average), iterations > 0, the row's
+figures consistent with its iterations over the window's counted middle (D - 2*(D/4) s), the
+one-sided BW server printing the client's row, -D 4 counting 2 s, -D with -n running timed. UD for send_bw and
 send_lat: at 2 B and at the MTU, the size lowered to the MTU without -s and with -a (perftest's note),
 refused above it with -s, and refused for the other verbs. The requests our
 client puts on the wire are those rdma_rxe sent under the real perftest in the reference captures
@@ -161,7 +164,10 @@ def check_errors(hcaemu):
         (["atomic_bw", "-s", "16"] + ip, "atomic tests move 8 bytes", "a 16-byte atomic"),
         (["write_bw", "-m", "1500"] + ip, "256, 512, 1024, 2048 or 4096", "MTU 1500"),
         (["write_bw", "-a", "-s", "64"] + ip, "-a and -s together", "-a with -s"),
-        (["send_bw", "-D", "2"] + ip, "-D: hcaemu perf times", "-D on send"),
+        (["send_bw", "-D", "2", "-a"] + ip, "-D and -a together: Duration mode currently doesn't support running on all sizes.",
+         "-D with -a"),
+        (["write_lat", "-a", "-D", "1"] + ip, "Duration mode currently doesn't support running on all sizes.", "-a with -D"),
+        (["write_lat", "-D", "0"] + ip, "-D: '0' is not a number in 1..", "-D 0"),
         (["write_lat", "-q", "2"] + ip, "latency tests use one QP", "-q on latency"),
         (["write_bw", "-R"] + ip, "-R: a perftest option hcaemu perf does not implement", "rdma_cm"),
         (["write_bw", "--frob"] + ip, "unknown option '--frob'", "an unknown option"),
@@ -204,13 +210,15 @@ def check_errors(hcaemu):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only)")
+    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones)")
     ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
 
     if a.only == "ud":
         check_ud(hc)
+    if a.only == "timed":
+        check_timed_all(hc)
     for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
         if a.only and test != a.only:
             continue
@@ -291,6 +299,75 @@ def check_ud(hc):
     expect("send_bw over UD with -s above the MTU: both exit 1, say so, run nothing", ok, r or t)
 
 
+def rows(out):
+    """Every result row, split into its fields (numbers as text)."""
+    return [l.split() for l in out.splitlines() if RESULT.match(l)]
+
+
+def row_ok(kind, row, size, window_s, round_trip):
+    """A -D row of `size` with iterations > 0 whose figures are its iterations over `window_s`, as
+    perftest prints them (the time is the window's counted middle, so this is arithmetic, not
+    timing): BW: 5 columns, peak 0.00, MsgRate = iterations/time, BW average = size * MsgRate;
+    latency: 4 columns, tps = iterations/time, t_avg = time/iterations (halved for ping-pongs)."""
+    if kind == "bw":
+        if len(row) != 5 or int(row[0]) != size or int(row[1]) <= 0 or row[2] != "0.00":
+            return False
+        iters, avg, rate = int(row[1]), float(row[3]), float(row[4])
+        want_rate = iters / window_s / 1e6
+        return abs(rate - want_rate) <= 6e-7 and abs(avg - size * want_rate * 1e6 / 1048576) <= 0.006
+    if len(row) != 4 or int(row[0]) != size or int(row[1]) <= 0:
+        return False
+    iters, t_avg, tps = int(row[1]), float(row[2]), float(row[3])
+    return abs(tps - iters / window_s) <= 0.006 and \
+        abs(t_avg - window_s * 1e6 / iters / (2 if round_trip else 1)) <= 0.006
+
+
+def check_timed(hc, test, args, size, window_s, label=None):
+    """A -D run between two hcaemu: exit statuses, the rows each side prints, --check."""
+    label = label or f"{test} {' '.join(args)}"
+    r, t = run_pair(hc, test, args)
+    if r is None:
+        expect(f"{label}: both ends finish", False, t)
+        return
+    rs, so, se, rc, co, ce = r
+    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    verb, kind = test.split("_")
+    header = " #bytes        #iterations       t_avg[usec]    tps average" if kind == "lat" else " #bytes     #iterations"
+    rt = verb in ("write", "send")
+    crow, srow = rows(co), rows(so)
+    expect(f"{label}: the client prints perftest's duration header and one row of {size} B, iterations > 0, "
+           f"its figures over {window_s} s", header in co and len(crow) == 1 and row_ok(kind, crow[0], size, window_s, rt),
+           detail)
+    if kind == "bw" and verb != "send":
+        # the client's results go over the out-of-band connection: the server prints them
+        expect(f"{label}: the server prints the client's row", srow == crow, detail)
+    elif verb in ("read", "atomic"):
+        expect(f"{label}: the server prints no row", srow == [], detail)
+    else:
+        expect(f"{label}: the server prints its own row, iterations > 0, its figures over {window_s} s",
+               header in so and len(srow) == 1 and row_ok(kind, srow[0], size, window_s, rt), detail)
+    if "--check" in args:
+        checker = {"write_bw": so, "read_bw": co, "send_bw": so, "atomic_bw": so,
+                   "write_lat": so + co, "send_lat": so + co, "read_lat": co, "atomic_lat": co}[test]
+        n = 2 if kind == "lat" and verb in ("write", "send") else 1
+        expect(f"{label}: data check: ok", checker.count("data check: ok") == n and "FAILED" not in so + co, detail)
+
+
+def check_timed_all(hc):
+    for test, size in (("write_bw", 1024), ("read_bw", 4000), ("send_bw", 64), ("atomic_bw", 8),
+                       ("write_lat", 64), ("read_lat", 2), ("send_lat", 4000), ("atomic_lat", 8)):
+        args = ["-D", "1", "--check"] + ([] if test.startswith("atomic") else ["-s", str(size)])
+        check_timed(hc, test, args, size, 1.0)
+    check_timed(hc, "send_bw", ["-D", "1", "-s", "3000", "-q", "2", "--check"], 3000, 1.0, "send_bw -D 1 on 2 QPs")
+    check_timed(hc, "write_bw", ["-D", "1", "-s", "64", "-q", "2", "--check"], 64, 1.0, "write_bw -D 1 on 2 QPs")
+    # -D 4: perftest leaves D/4 = 1 s out at each end, the rows count the 2 s between
+    check_timed(hc, "send_bw", ["-D", "4", "-s", "64", "--check"], 64, 2.0, "send_bw -D 4: 1 s margins")
+    check_timed(hc, "send_lat", ["-D", "4", "-s", "64", "--check"], 64, 2.0, "send_lat -D 4: 1 s margins")
+    # -D with -n: timed, as perftest runs it (-n is ignored); -n alone gives a peak, -D 0.00
+    check_timed(hc, "write_bw", ["-D", "1", "-n", "5", "-s", "64"], 64, 1.0, "write_bw -D 1 -n 5: timed")
+
+
 def more(hc):
     check_pair(hc, "atomic_bw", ["-n", "100", "-A", "CMP_AND_SWAP", "--check"], [8], 100)
     check_pair(hc, "write_bw", ["-n", "100", "-s", "3000", "-q", "2", "--check"], [3000], 200, "write_bw on 2 QPs")
@@ -300,10 +377,7 @@ def more(hc):
     check_pair(hc, "write_bw", ["-n", "100", "-s", "2048", "-c", "UC", "--check"], [2048], 100, "write_bw over UC")
     check_pair(hc, "send_lat", ["-n", "50", "-s", "100", "-c", "UC", "--check"], [100], 50, "send_lat over UC")
     check_ud(hc)
-    # a timed run: any iteration count, so only its shape is checked
-    r, t = run_pair(hc, "write_bw", ["-D", "1", "-s", "1024"])
-    ok = r is not None and r[0] == 0 and r[3] == 0 and len(results(r[4])) == 1 and results(r[4])[0][0] == 1024
-    expect("write_bw -D 1: both exit 0, one result line of 1024 B", ok, r or t)
+    check_timed_all(hc)
     r, t = run_pair(hc, "write_bw", ["-n", "50", "-s", "65536", "--report_gbits"])
     expect("write_bw --report_gbits: Gb/sec columns", r is not None and r[3] == 0 and "BW peak[Gb/sec]" in r[4], r or t)
     check_errors(hc)
