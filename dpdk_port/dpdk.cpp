@@ -391,7 +391,17 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
     p->next_reconnect_tsc_ = rte_get_timer_cycles() + 5 * rte_get_timer_hz();  // the first handshake's time
     if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
-    if (cfg.mac) {
+    if (p->driver_ == "net_tap") {
+        // net_tap gives the kernel's end of the tap the port's MAC (at creation and at every MAC
+        // change). Here the two ends are two nodes: with one MAC they would share the IPv6
+        // link-local address (RFC 4291 2.5.1), and the port would answer the kernel's duplicate
+        // address detection for it (RFC 4862 5.4). So the port keeps a MAC of its own: --mac, or
+        // the kernel's with the last bit flipped; the kernel's is left alone.
+        rte_eth_macaddr_get(port_id, &a);
+        std::memcpy(p->mac_.data(), a.addr_bytes, 6);
+        p->mac_[5] ^= 1;
+        if (cfg.mac) p->mac_ = *cfg.mac;
+    } else if (cfg.mac) {
         std::memcpy(a.addr_bytes, cfg.mac->data(), 6);
         rte_eth_dev_default_mac_addr_set(port_id, &a);  // where the driver can; frames carry it anyway
         p->mac_ = *cfg.mac;
