@@ -6,8 +6,10 @@ creates (addresses from 2001:2::/48, RFC 5180), removed at the end, also on fail
 
 bridge  `hcaemu pingpong -c` between two hcaemu processes, each on a veth (net_af_packet) into a
         kernel bridge that has an IPv6 address of its own. Before the client starts, the kernel
-        pings the server's address: its neighbour entry must then hold the server's MAC, REACHABLE
+        sends the server a datagram: its neighbour entry must then hold the server's MAC, REACHABLE
         (only a solicited advertisement from us makes an entry REACHABLE: the kernel had none before).
+        Then jumbo frames: RoCE MTU 4096 at --link-mtu 9000 with framesz/blocksz, and the refusal
+        without them.
 routed  `hcaemu perf write_bw --check` and `read_bw --check`: the server on net_tap, the client on
         net_af_packet, on two links (2001:2:1::/64, 2001:2:2::/64) with the kernel routing between
         them and answering for the far side by proxy ND. So each hcaemu resolves its peer's GID by
@@ -201,6 +203,47 @@ def pingpong_bridge(hcaemu, ns, tmp):
     dissect_roce(hcaemu, pa, "bridge")
 
 
+def pingpong_jumbo(hcaemu, ns, tmp):
+    """RoCE MTU 4096 on net_af_packet: --link-mtu 9000 with framesz=10240,blocksz=20480 (README,
+    DPDK vdevs); the same without framesz is refused, naming the devarg."""
+    for dev in ("hva1", "hvb1"):  # the bridge's ports; hcaemu sets its own ends (hva0, hvb0)
+        sh(None, "ip", "-n", ns, "link", "set", dev, "mtu", "9000")
+    port = str(free_port())
+    pa = os.path.join(tmp, "jumbo-a.pcap")
+    vdev = "net_af_packet0,iface={},framesz=10240,blocksz=20480"
+    common = [hcaemu, "pingpong", "-p", port, "-s", "20000", "-n", "20", "-m", "4096", "-c", "--timeout", "20",
+              "--link-mtu", "9000"]
+    srv = Proc(ns, common + ["--ip", "2001:2::1/64", "--mac", MAC_A, "--pcap", pa, "--eal",
+                             f"{EAL} -l 0 --file-prefix=v6ja{os.getpid()} --vdev=" + vdev.format("hva0")])
+    try:
+        srv.wait_for("local address")
+        cli = Proc(ns, common + ["--ip", "2001:2::2/64", "--mac", MAC_B, "--eal",
+                                 f"{EAL} -l 1 --file-prefix=v6jb{os.getpid()} --vdev=" + vdev.format("hvb0"),
+                                 "127.0.0.1"])
+        rc_c, out_c, err_c = cli.finish()
+    finally:
+        rc_s, out_s, err_s = srv.finish()
+    detail = f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}"
+    expect("jumbo: pingpong -s 20000 -m 4096 -c, --link-mtu 9000 on af_packet: both exit 0, data check",
+           rc_s == 0 and rc_c == 0 and all("data check: 20 messages of 20000 bytes received as sent" in o
+                                            for o in (out_s, out_c)), detail)
+    mtu = sh(ns, "cat", "/sys/class/net/hva0/mtu").stdout.strip()
+    expect("jumbo: hcaemu set its kernel interface's MTU to 9000", mtu == "9000", mtu)
+    # 20000 B at MTU 4096: First, 3 Middle and a Last of 3616 B; the First and Middle carry 4096.
+    rows = tshark(pa, ["infiniband.bth.opcode", "frame.len"], "udp.dstport == 4791")
+    full = [r for r in rows if r[0] in ("0", "1")]
+    expect("jumbo: 160 SEND First/Middle frames of 4096 B payload (4174-byte frames over IPv6), both ways",
+           len(full) == 160 and all(r[1] == str(14 + 40 + 8 + 12 + 4096 + 4) for r in full), rows[:8])
+    dissect_roce(hcaemu, pa, "jumbo")
+    r = subprocess.run(["ip", "netns", "exec", ns, hcaemu, "pingpong", "-p", port, "--timeout", "2", "--link-mtu", "9000",
+                        "--ip", "2001:2::1/64", "--eal",
+                        f"{EAL} -l 0 --file-prefix=v6jc{os.getpid()} --vdev=net_af_packet0,iface=hva0"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    expect("jumbo: --link-mtu 9000 on af_packet's default framesz: exit 1, naming framesz",
+           r.returncode == 1 and "framesz=2048 carries frames up to 1982 bytes; mtu 9000 needs framesz>=9080" in r.stderr,
+           (r.returncode, r.stderr))
+
+
 def link_local_state(ns, dev):
     """The kernel's fe80:: address on `dev` once its duplicate address detection is over (at most
     5 s): its `ip -6 addr` line."""
@@ -312,6 +355,7 @@ def main():
                 tmp = a.keep
             if a.only != "routed":
                 pingpong_bridge(a.hcaemu, ns, tmp)
+                pingpong_jumbo(a.hcaemu, ns, tmp)
             if a.only != "bridge":
                 routed(a.hcaemu, ns, tmp)
     finally:
