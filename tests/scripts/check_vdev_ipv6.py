@@ -164,7 +164,8 @@ def pingpong_bridge(hcaemu, ns, tmp):
 
     port = str(free_port())
     pa, pb = os.path.join(tmp, "pp-a.pcap"), os.path.join(tmp, "pp-b.pcap")
-    common = [hcaemu, "pingpong", "-p", port, "-s", "4096", "-n", "50", "-c", "--timeout", "20"]
+    common = [hcaemu, "pingpong", "-p", port, "-d", "hcaemu0", "-i", "1", "-l", "0", "-s", "4096", "-n", "50", "-c",
+              "--timeout", "20"]
     srv = Proc(ns, common + ["--ip", "2001:2::1/64", "--mac", MAC_A, "--pcap", pa, "--eal",
                              f"{EAL} -l 0 --file-prefix=v6a{os.getpid()} --vdev=net_af_packet0,iface=hva0"])
     try:
