@@ -208,6 +208,11 @@ bool close_ethdev(uint16_t id) {
     return false;
 }
 
+namespace {
+// The devices the EAL arguments asked for (--vdev NAME..., -a/--allow PCI), for find_port's message.
+std::string g_asked_devices;
+}  // namespace
+
 bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
     const uint16_t n = rte_eth_dev_count_avail();
     if (name_or_index.empty()) {
@@ -218,7 +223,9 @@ bool find_port(const std::string& name_or_index, uint16_t& id, std::string& erro
                 return true;
             }
         }
-        error = n == 0 ? "no DPDK port: give one with the EAL arguments (--vdev=net_memif0,... or a PCI device)"
+        error = n == 0 ? g_asked_devices.empty()
+                             ? "no DPDK port: give one with the EAL arguments (--vdev=net_memif0,... or a PCI device)"
+                             : "no DPDK port: DPDK could not create" + g_asked_devices + " (its messages above say why)"
                        : "several DPDK ports, name one: " + describe_ports();
         return false;
     }
@@ -303,6 +310,17 @@ bool eal_start(const std::vector<std::string>& args, std::string& error) {
         return started;
     }
     tried = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        std::string d;
+        if (a.rfind("--vdev=", 0) == 0 || a.rfind("--allow=", 0) == 0)
+            d = a.substr(a.find('=') + 1);
+        else if ((a == "--vdev" || a == "-a" || a == "--allow") && i + 1 < args.size())
+            d = args[i + 1];
+        else if (a.rfind("-a", 0) == 0 && a.size() > 2)
+            d = a.substr(2);
+        if (!d.empty()) g_asked_devices += " " + d.substr(0, d.find(','));
+    }
     if (!prepare_memif_sockets(args, first_error)) {
         error = first_error;
         return false;
