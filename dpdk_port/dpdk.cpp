@@ -4,8 +4,11 @@
 
 extern "C" {
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_alarm.h>
@@ -23,6 +26,7 @@ extern "C" {
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "dpdk_port/fault_guard.hpp"
@@ -204,6 +208,11 @@ bool close_ethdev(uint16_t id) {
     return false;
 }
 
+namespace {
+// The devices the EAL arguments asked for (--vdev NAME..., -a/--allow PCI), for find_port's message.
+std::string g_asked_devices;
+}  // namespace
+
 bool find_port(const std::string& name_or_index, uint16_t& id, std::string& error) {
     const uint16_t n = rte_eth_dev_count_avail();
     if (name_or_index.empty()) {
@@ -214,7 +223,9 @@ bool find_port(const std::string& name_or_index, uint16_t& id, std::string& erro
                 return true;
             }
         }
-        error = n == 0 ? "no DPDK port: give one with the EAL arguments (--vdev=net_memif0,... or a PCI device)"
+        error = n == 0 ? g_asked_devices.empty()
+                             ? "no DPDK port: give one with the EAL arguments (--vdev=net_memif0,... or a PCI device)"
+                             : "no DPDK port: DPDK could not create" + g_asked_devices + " (its messages above say why)"
                        : "several DPDK ports, name one: " + describe_ports();
         return false;
     }
@@ -239,6 +250,57 @@ std::vector<std::string> default_eal_args(int lcore) {
             "--log-level", "lib.eal:error"};
 }
 
+namespace {
+
+// A net_memif server binds its socket file and removes it when closed; a server that was killed
+// leaves it, and the next one cannot bind ("Address already in use", the vdev is not created).
+// Before the EAL starts: a socket file of a memif server vdev that nobody accepts on is removed
+// (and said so), one where a server listens is refused here, with its path.
+bool prepare_memif_sockets(const std::vector<std::string>& args, std::string& error) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string v;
+        if (args[i].rfind("--vdev=", 0) == 0)
+            v = args[i].substr(7);
+        else if (args[i] == "--vdev" && i + 1 < args.size())
+            v = args[i + 1];
+        if (v.rfind("net_memif", 0) != 0) continue;
+        const size_t comma = v.find(',');
+        const std::string name = v.substr(0, comma), dev = comma == std::string::npos ? "" : v.substr(comma + 1);
+        if (devarg_is(dev, "role", "client") || !devarg_is(dev, "socket-abstract", "no")) continue;
+        const std::string path = devarg_str(dev, "socket", "/run/memif.sock");
+        struct stat st{};
+        sockaddr_un sa{};
+        if (path.empty() || path.size() >= sizeof sa.sun_path || ::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;  // nothing there (or not a socket: the PMD's own error says so)
+        sa.sun_family = AF_UNIX;
+        std::memcpy(sa.sun_path, path.c_str(), path.size());
+        const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        const int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+        const int err = errno;
+        if (r == 0) {
+            // A live server sends its hello at once; close only after it: a server whose hello
+            // finds the connection gone dies of SIGPIPE (the PMD's sendmsg has no MSG_NOSIGNAL).
+            pollfd pfd{fd, POLLIN, 0};
+            if (::poll(&pfd, 1, 1000) == 1) {
+                char hello[256];
+                (void)::recv(fd, hello, sizeof hello, MSG_DONTWAIT);
+            }
+        }
+        ::close(fd);
+        if (r == 0) {
+            error = name + ": socket " + path + " is in use: another memif server listens on it";
+            return false;
+        }
+        if (err == ECONNREFUSED && ::unlink(path.c_str()) == 0)
+            std::fprintf(stderr, "%s: removed the stale socket file %s (no memif server listens on it)\n",
+                         name.c_str(), path.c_str());
+    }
+    return true;
+}
+
+}  // namespace
+
 bool eal_start(const std::vector<std::string>& args, std::string& error) {
     static bool started = false;
     static std::string first_error = "not started";
@@ -248,6 +310,21 @@ bool eal_start(const std::vector<std::string>& args, std::string& error) {
         return started;
     }
     tried = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        std::string d;
+        if (a.rfind("--vdev=", 0) == 0 || a.rfind("--allow=", 0) == 0)
+            d = a.substr(a.find('=') + 1);
+        else if ((a == "--vdev" || a == "-a" || a == "--allow") && i + 1 < args.size())
+            d = args[i + 1];
+        else if (a.rfind("-a", 0) == 0 && a.size() > 2)
+            d = a.substr(2);
+        if (!d.empty()) g_asked_devices += " " + d.substr(0, d.find(','));
+    }
+    if (!prepare_memif_sockets(args, first_error)) {
+        error = first_error;
+        return false;
+    }
     std::vector<std::string> copy = args;  // rte_eal_init may reorder argv: keep our own strings
     std::vector<char*> argv;
     for (auto& a : copy) argv.push_back(a.data());
@@ -391,7 +468,17 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
     p->next_reconnect_tsc_ = rte_get_timer_cycles() + 5 * rte_get_timer_hz();  // the first handshake's time
     if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
-    if (cfg.mac) {
+    if (p->driver_ == "net_tap") {
+        // net_tap gives the kernel's end of the tap the port's MAC (at creation and at every MAC
+        // change). Here the two ends are two nodes: with one MAC they would share the IPv6
+        // link-local address (RFC 4291 2.5.1), and the port would answer the kernel's duplicate
+        // address detection for it (RFC 4862 5.4). So the port keeps a MAC of its own: --mac, or
+        // the kernel's with the last bit flipped; the kernel's is left alone.
+        rte_eth_macaddr_get(port_id, &a);
+        std::memcpy(p->mac_.data(), a.addr_bytes, 6);
+        p->mac_[5] ^= 1;
+        if (cfg.mac) p->mac_ = *cfg.mac;
+    } else if (cfg.mac) {
         std::memcpy(a.addr_bytes, cfg.mac->data(), 6);
         rte_eth_dev_default_mac_addr_set(port_id, &a);  // where the driver can; frames carry it anyway
         p->mac_ = *cfg.mac;

@@ -48,14 +48,17 @@ int cmd_perf(int argc, char** argv) {
         return kExitFail;
     }
     std::unique_ptr<OobConn> conn;
+    // The engine turns while the connection is made, so that the port answers ARP and neighbour
+    // solicitations for its address meanwhile (a peer may resolve it before its tool connects).
+    auto turn = [c = ctx.get()] { return c->poll() != 0; };
     if (o.server.empty()) {
         std::fputs("\n************************************\n* Waiting for client to connect... *\n"
                    "************************************\n",
                    stdout);
         std::fflush(stdout);
-        conn = OobConn::accept(o.tcp_port, o.oob_timeout_ms, err);
+        conn = OobConn::accept(o.tcp_port, o.oob_timeout_ms, err, turn);
     } else {
-        conn = OobConn::connect(o.server, o.tcp_port, o.oob_timeout_ms, err);
+        conn = OobConn::connect(o.server, o.tcp_port, o.oob_timeout_ms, err, turn);
     }
     if (!conn) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());

@@ -173,6 +173,12 @@ def main():
         r = subprocess.run([h, "pingpong", "--eal", "--no-such-eal-flag", "--ip", "198.18.0.1/24"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
         expect("bad EAL arguments: exit 1 with a message", r.returncode == 1 and "EAL" in r.stderr, r.stderr)
+        r = subprocess.run([h, "pingpong", "--ip", "198.18.0.1/24", "--eal",
+                            eal(0, "net_af_packet0,iface=hcaemu-none0") + " --file-prefix=ppnone"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        expect("a --vdev DPDK cannot create: exit 1, naming it",
+               r.returncode == 1 and "no DPDK port: DPDK could not create net_af_packet0 (its messages above say why)"
+               in r.stderr, (r.returncode, r.stderr))
 
         port = str(free_port())
         r = subprocess.run([h, "pingpong", "-p", port, "--timeout", "2"] + base + ["127.0.0.1"],

@@ -5,7 +5,9 @@ memif      two processes over net_memif (socket in a temp dir, bsize=10240, mtu 
            byte-exact both ways; clients are SIGKILLed mid-traffic, the server stays up, reports
            the link down, and serves the next client; a last client ends cleanly. Then the other
            way round: servers are SIGKILLed mid-traffic (each replaced by a new one), the client
-           stays up, reports the link down, reconnects, and exchanges frames with the next.
+           stays up, reports the link down, reconnects, and exchanges frames with the next. Each
+           killed server leaves its socket file, which the next server removes (saying so); a
+           server on a live server's socket is refused.
 af_packet  net_af_packet on a veth in a network namespace, a kernel AF_PACKET socket on its peer:
            frames byte-exact both ways at mtu 1500 and at mtu 9000 (framesz=10240,blocksz=20480);
            a too small framesz is refused with the devarg to give.
@@ -152,6 +154,13 @@ def check_memif_server_kills(node, kills):
             return s
 
         srv = server(0)
+        # A second server on the socket of a live one: refused before the EAL starts, the first untouched.
+        p = subprocess.run([node, "dpdk", "echo", "--mtu", "9000", "--count", "1", "--seconds", "5"]
+                           + eal(f"hcaemu-s{os.getpid()}-dup", server_vdev, 1),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        expect("memif: a second server on a live server's socket is refused, naming it",
+               p.returncode == 3 and f"net_memif0: socket {sock} is in use: another memif server listens on it"
+               in p.stderr and os.path.exists(sock) and srv.p.poll() is None, p.stderr)
         cl = Node([node, "dpdk", "send", "--mtu", "9000", "--count", "300", "--stream", "--sessions", str(kills),
                    "--seconds", "120"] + eal(f"hcaemu-c{os.getpid()}", client_vdev, 1))
         try:
@@ -169,9 +178,12 @@ def check_memif_server_kills(node, kills):
                        f"exit {cl.p.returncode}\n" + cl.text())
                 if cl.p.poll() is not None:
                     break
-                if os.path.exists(sock):  # a killed server leaves its socket file; a supervisor removes it
-                    os.unlink(sock)
+                # A killed server leaves its socket file; the next server's eal_start removes it.
+                expect(f"memif server {k} left its socket file", os.path.exists(sock), os.listdir(tmp))
                 srv = server(k + 1)
+                expect(f"memif server {k + 1} removed the stale socket file, saying so",
+                       f"net_memif0: removed the stale socket file {sock} (no memif server listens on it)"
+                       in "\n".join(srv.err), srv.text())
                 up = cl.wait_line("link up", count=k + 2, timeout=20)
                 expect(f"memif client reconnects to server {k + 1} (link up)", up is not None, cl.text())
             rc = cl.finish(90)
