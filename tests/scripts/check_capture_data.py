@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """The data of an `hcaemu perf --dump` run, proven byte for byte against a capture of the run.
 
-    check_capture_data.py PCAP PREFIX --emu-ip A.B.C.D [--capture-dropped N]
+    check_capture_data.py PCAP PREFIX --emu-ip ADDR [--capture-dropped N]
 
 PREFIX.json and PREFIX.bin come from `hcaemu perf write_bw|read_bw|send_bw --dump PREFIX`: the
 QP pair, the start PSNs, the MTU, hcaemu's buffer at the end of the run, and its records (each WR
 as completed on a requester: op, remote VA, its bytes; each message received on a SEND receiver).
-The capture (classic pcap, Ethernet) is parsed here: Ethernet (one 802.1Q tag allowed), IPv4,
-UDP 4791, BTH and its extension headers (IBTA 9.2-9.3: RETH, AETH, ImmDt, IETH, DETH). The ICRC
-is not checked here (`hcaemu dissect --strict` does). Only the frames of the dump's QP pair count.
+The capture (classic pcap, Ethernet) is parsed here: Ethernet (one 802.1Q tag allowed), IPv4 or
+IPv6 (ADDR is hcaemu's address, of the family of the dump's GIDs), UDP 4791, BTH and its extension
+headers (IBTA 9.2-9.3: RETH, AETH, ImmDt, IETH, DETH). The ICRC is not checked here (`hcaemu
+dissect --strict` does). Only the frames of the dump's QP pair count.
 
 Messages are placed by PSN (IBTA 9.7.1: a request takes one PSN per packet, a READ request one per
 response packet), counted from the start PSNs of the dump, so a frame missing from the capture
@@ -103,22 +104,33 @@ def read_pcap(path):
 
 
 def parse_frame(n, fr):
-    """(src ip, dst ip, dest QP, Pkt) of a RoCE v2 frame over IPv4 with an opcode of OPS, else None."""
+    """(src ip, dst ip, dest QP, Pkt) of a RoCE v2 frame over IPv4 or IPv6 with an opcode of OPS, else None."""
     if len(fr) < 14:
         return None
     et, o = struct.unpack(">H", fr[12:14])[0], 14
     if et == 0x8100 and len(fr) >= 18:
         et, o = struct.unpack(">H", fr[16:18])[0], 18
-    if et != 0x0800 or len(fr) < o + 20:
+    if et == 0x0800 and len(fr) >= o + 20:
+        vihl = fr[o]
+        ihl = (vihl & 0x0F) * 4
+        if vihl >> 4 != 4 or ihl < 20 or fr[o + 9] != 17:
+            return None
+        tot = struct.unpack(">H", fr[o + 2:o + 4])[0]
+        if tot < ihl + 8 or o + tot > len(fr):
+            return None  # cut by the snap length or malformed: not compared
+        src, dst = str(ipaddress.IPv4Address(fr[o + 12:o + 16])), str(ipaddress.IPv4Address(fr[o + 16:o + 20]))
+    elif et == 0x86DD and len(fr) >= o + 40:
+        # IPv6 (RFC 8200 3): UDP right after the fixed header; extension headers are not parsed
+        # here, so such a packet is not compared (its message shows as not covered)
+        if fr[o] >> 4 != 6 or fr[o + 6] != 17:
+            return None
+        ihl = 40
+        tot = ihl + struct.unpack(">H", fr[o + 4:o + 6])[0]
+        if tot < ihl + 8 or o + tot > len(fr):
+            return None  # cut by the snap length or malformed: not compared
+        src, dst = str(ipaddress.IPv6Address(fr[o + 8:o + 24])), str(ipaddress.IPv6Address(fr[o + 24:o + 40]))
+    else:
         return None
-    vihl = fr[o]
-    ihl = (vihl & 0x0F) * 4
-    if vihl >> 4 != 4 or ihl < 20 or fr[o + 9] != 17:
-        return None
-    tot = struct.unpack(">H", fr[o + 2:o + 4])[0]
-    if tot < ihl + 8 or o + tot > len(fr):
-        return None  # cut by the snap length or malformed: not compared
-    src, dst = str(ipaddress.IPv4Address(fr[o + 12:o + 16])), str(ipaddress.IPv4Address(fr[o + 16:o + 20]))
     u = o + ihl
     dport, ulen = struct.unpack(">H", fr[u + 2:u + 4])[0], struct.unpack(">H", fr[u + 4:u + 6])[0]
     if dport != ROCE_PORT or ulen < 8 + 12 + 4 or u + ulen > o + tot:
@@ -408,18 +420,24 @@ class Checker:
         raise Usage(f"test {t}: not one this checks (write_bw, read_bw, send_bw)")
 
 
-def ipv4_of_gid(h):
-    g = bytes.fromhex(h)
-    if len(g) != 16 or g[:12] != bytes(10) + b"\xff\xff":
-        raise Usage(f"GID {h} is not an IPv4-mapped one")
-    return str(ipaddress.IPv4Address(g[12:]))
+def ip_of_gid(h):
+    """The address of a GID (32 hex digits): IPv4 for an IPv4-mapped one (::ffff:a.b.c.d), else IPv6."""
+    try:
+        g = bytes.fromhex(h)
+    except ValueError:
+        g = b""
+    if len(g) != 16:
+        raise Usage(f"GID {h!r} is not 16 bytes in hex")
+    if g[:12] == bytes(10) + b"\xff\xff":
+        return str(ipaddress.IPv4Address(g[12:]))
+    return str(ipaddress.IPv6Address(g))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pcap")
     ap.add_argument("prefix")
-    ap.add_argument("--emu-ip", required=True, help="hcaemu's IPv4 address in the capture")
+    ap.add_argument("--emu-ip", required=True, help="hcaemu's IPv4 or IPv6 address in the capture")
     ap.add_argument("--capture-dropped", type=int, default=0, help="frames the capture dropped (tcpdump's count)")
     try:
         a = ap.parse_args()
@@ -440,10 +458,13 @@ def main():
                 raise Usage(f"{a.prefix}.json has no '{k}'")
         if len(blob) < meta["buf_len"] + sum(r["len"] for r in meta["records"]):
             raise Usage(f"{a.prefix}.bin is shorter than its json says")
-        emu = str(ipaddress.IPv4Address(a.emu_ip))
-        if ipv4_of_gid(meta["gid"]) != emu:
-            raise Usage(f"the dump is of {ipv4_of_gid(meta['gid'])}, not --emu-ip {emu}")
-        peer = ipv4_of_gid(meta["peer_gid"])
+        try:
+            emu = str(ipaddress.ip_address(a.emu_ip))
+        except ValueError:
+            raise Usage(f"--emu-ip {a.emu_ip}: not an IPv4 or IPv6 address")
+        if ip_of_gid(meta["gid"]) != emu:
+            raise Usage(f"the dump is of {ip_of_gid(meta['gid'])}, not --emu-ip {emu}")
+        peer = ip_of_gid(meta["peer_gid"])
         head = f"check_capture_data: {meta['test']} ({meta['role']}, hcaemu QP 0x{meta['qpn']:06x})"
         if meta["status"] != 0:
             raise Mismatch(f"the run failed (exit {meta['status']}): its dump is partial")

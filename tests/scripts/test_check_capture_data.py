@@ -2,10 +2,11 @@
 """check_capture_data.py on synthetic captures and dumps, one per rule (hcaemu as WRITE responder,
 READ responder, WRITE and SEND requester, READ requester, SEND receiver, and UD SEND), each clean,
 with a retransmitted copy, with a copy that differs, with a corrupted byte, with a frame missing
-from the capture (not covered), with PSNs that wrap; then (with --hcaemu) real `hcaemu perf --dump`
+from the capture (not covered), with PSNs that wrap, over IPv4 and over IPv6 GIDs; then (with --hcaemu) real `hcaemu perf --dump`
 runs between two hcaemu processes over net_memif, the client's --pcap as the capture.
 """
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -20,6 +21,8 @@ CHECKER = os.path.join(HERE, "check_capture_data.py")
 failures = []
 
 EMU, PEER = "198.18.0.10", "198.18.0.2"
+EMU6, PEER6 = "2001:2::10", "2001:2::2"  # the IPv6 runs (RFC 5180 benchmarking range)
+ADDRS = {4: (EMU, PEER), 6: (EMU6, PEER6)}
 EMU_MAC, PEER_MAC = bytes.fromhex("02000000000a"), bytes.fromhex("525400120002")
 QPN, PEER_QPN = 0x11, 0x22
 MTU = 256
@@ -38,15 +41,28 @@ def ip4(s):
     return bytes(int(x) for x in s.split("."))
 
 
+def gid(a):
+    """The GID of an address, in hex: ::ffff:a.b.c.d for IPv4, the address itself for IPv6."""
+    ip = ipaddress.ip_address(a)
+    return ("00000000000000000000ffff" + ip.packed.hex()) if ip.version == 4 else ip.packed.hex()
+
+
 def frame(src, dst, qp, opcode, psn, ext=b"", payload=b""):
-    """Ethernet/IPv4/UDP 4791/BTH/ext/payload/pad/ICRC (the ICRC is not checked here: zeros)."""
+    """Ethernet/IPv4 or IPv6 (by the addresses)/UDP 4791/BTH/ext/payload/pad/ICRC (the ICRC and the
+    UDP checksum are not checked here: zeros)."""
     pad = -len(payload) % 4
     bth = struct.pack(">BBHB3sB3s", opcode, pad << 4, 0xFFFF, 0, qp.to_bytes(3, "big"), 0x80, psn.to_bytes(3, "big"))
     roce = bth + ext + payload + bytes(pad) + bytes(4)
     udp = struct.pack(">HHHH", 49152, 4791, 8 + len(roce), 0) + roce
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0, ip4(src), ip4(dst)) + udp
-    macs = (PEER_MAC + EMU_MAC) if src == EMU else (EMU_MAC + PEER_MAC)
-    fr = macs + b"\x08\x00" + ip
+    if ":" in src:  # IPv6 (RFC 8200 3): version 6, payload length, next header UDP, hop limit
+        ip = struct.pack(">IHBB16s16s", 6 << 28, len(udp), 17, 64, ipaddress.IPv6Address(src).packed,
+                         ipaddress.IPv6Address(dst).packed) + udp
+        et = b"\x86\xdd"
+    else:
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0, ip4(src), ip4(dst)) + udp
+        et = b"\x08\x00"
+    macs = (PEER_MAC + EMU_MAC) if src in (EMU, EMU6) else (EMU_MAC + PEER_MAC)
+    fr = macs + et + ip
     return fr + bytes(max(0, 60 - len(fr)))  # Ethernet padding of short frames, as on the wire
 
 
@@ -85,10 +101,11 @@ class Case:
     """A run: its dump (meta, the buffer, the records) and its frames, in wire order; each frame
     as (message index, packet index, bytes) so that the tests can drop, copy or change one."""
 
-    def __init__(self, test, role, psn, peer_psn, conn="RC"):
+    def __init__(self, test, role, psn, peer_psn, conn="RC", fam=4):
+        self.emu, self.peer = ADDRS[fam]
         self.meta = {"test": test, "role": role, "conn": conn, "status": 0, "qpn": QPN, "psn": psn,
-                     "gid": "00000000000000000000ffff" + ip4(EMU).hex(), "peer_qpn": PEER_QPN,
-                     "peer_psn": peer_psn, "peer_gid": "00000000000000000000ffff" + ip4(PEER).hex(),
+                     "gid": gid(self.emu), "peer_qpn": PEER_QPN,
+                     "peer_psn": peer_psn, "peer_gid": gid(self.peer),
                      "buf_va": BUF_VA, "buf_len": BUF_LEN, "dst_va": DST_VA, "peer_va": PEER_VA, "mtu": MTU,
                      "size": 0, "all_sizes": False, "iterations": 0, "records_overflow": False, "records": []}
         self.buf = bytearray((k * 5 + 3) & 0xFF for k in range(BUF_LEN))
@@ -114,11 +131,12 @@ class Case:
         return prefix
 
 
-def build(rule):
-    """The run of one rule: 4 messages of 600 B (3 packets at MTU 256)."""
+def build(rule, fam=4):
+    """The run of one rule: 4 messages of 600 B (3 packets at MTU 256), over IPv4 or IPv6 (fam)."""
     size, iters = 600, 4
+    emu, peer = ADDRS[fam]
     if rule == "write_responder":
-        c = Case("write_bw", "server", 0x000010, 0xFFFFFE)  # the peer's PSNs wrap
+        c = Case("write_bw", "server", 0x000010, 0xFFFFFE, fam=fam)  # the peer's PSNs wrap
         psn = c.meta["peer_psn"]
         for i in range(iters):
             va = DST_VA + (i % 2) * 1024
@@ -126,22 +144,22 @@ def build(rule):
             c.buf[va - BUF_VA:va - BUF_VA + size] = b  # the final image: messages 2 and 3 last
             for k, ch in enumerate(chunks(b)):
                 ext = reth(va, size) if k == 0 else b""
-                c.frames.append((i, k, frame(PEER, EMU, QPN, pos_op(0x06, k, 3), (psn + k) % (1 << 24), ext, ch)))
+                c.frames.append((i, k, frame(peer, emu, QPN, pos_op(0x06, k, 3), (psn + k) % (1 << 24), ext, ch)))
             psn = (psn + 3) % (1 << 24)
     elif rule == "read_responder":
-        c = Case("read_bw", "server", 0x000010, 0x000100)
+        c = Case("read_bw", "server", 0x000010, 0x000100, fam=fam)
         psn = c.meta["peer_psn"]
         for i in range(iters):
             va = DST_VA + (i % 2) * 1024
-            c.frames.append((i, -1, frame(PEER, EMU, QPN, 0x0C, psn, reth(va, size))))
+            c.frames.append((i, -1, frame(peer, emu, QPN, 0x0C, psn, reth(va, size))))
             b = bytes(c.buf[va - BUF_VA:va - BUF_VA + size])
             for k, ch in enumerate(chunks(b)):
                 ext = AETH if k in (0, 2) else b""
-                c.frames.append((i, k, frame(EMU, PEER, PEER_QPN, pos_op(0x0D, k, 3), psn + k, ext, ch)))
+                c.frames.append((i, k, frame(emu, peer, PEER_QPN, pos_op(0x0D, k, 3), psn + k, ext, ch)))
             psn += 3
     elif rule in ("write_requester", "send_requester"):
         w = rule == "write_requester"
-        c = Case("write_bw" if w else "send_bw", "client", 0xFFFFFD, 0x000100)
+        c = Case("write_bw" if w else "send_bw", "client", 0xFFFFFD, 0x000100, fam=fam)
         psn = c.meta["psn"]
         for i in range(iters):
             va = PEER_VA + (i % 2) * 1024 if w else 0
@@ -149,43 +167,43 @@ def build(rule):
             c.record("write" if w else "send", va, b)
             for k, ch in enumerate(chunks(b)):
                 ext = reth(va, size) if w and k == 0 else b""
-                c.frames.append((i, k, frame(EMU, PEER, PEER_QPN, pos_op(0x06 if w else 0x00, k, 3),
+                c.frames.append((i, k, frame(emu, peer, PEER_QPN, pos_op(0x06 if w else 0x00, k, 3),
                                              (psn + k) % (1 << 24), ext, ch)))
             psn = (psn + 3) % (1 << 24)
     elif rule == "read_requester":
-        c = Case("read_bw", "client", 0x000200, 0x000100)
+        c = Case("read_bw", "client", 0x000200, 0x000100, fam=fam)
         psn = c.meta["psn"]
         for i in range(iters):
             va = PEER_VA + (i % 2) * 1024
             b = data(i, size, 2)
             c.record("read", va, b)
-            c.frames.append((i, -1, frame(EMU, PEER, PEER_QPN, 0x0C, psn, reth(va, size))))
+            c.frames.append((i, -1, frame(emu, peer, PEER_QPN, 0x0C, psn, reth(va, size))))
             for k, ch in enumerate(chunks(b)):
                 ext = AETH if k in (0, 2) else b""
-                c.frames.append((i, k, frame(PEER, EMU, QPN, pos_op(0x0D, k, 3), psn + k, ext, ch)))
+                c.frames.append((i, k, frame(peer, emu, QPN, pos_op(0x0D, k, 3), psn + k, ext, ch)))
             psn += 3
     elif rule == "send_receiver":
-        c = Case("send_bw", "server", 0x000200, 0x000100)
+        c = Case("send_bw", "server", 0x000200, 0x000100, fam=fam)
         psn = c.meta["peer_psn"]
         for i in range(iters):
             b = data(i, size, 3)
             c.record("recv", 0, b)
             for k, ch in enumerate(chunks(b)):
-                c.frames.append((i, k, frame(PEER, EMU, QPN, pos_op(0x00, k, 3), psn + k, b"", ch)))
+                c.frames.append((i, k, frame(peer, emu, QPN, pos_op(0x00, k, 3), psn + k, b"", ch)))
             # ACKs from hcaemu: not data, not compared
-            c.frames.append((i, -2, frame(EMU, PEER, PEER_QPN, 0x11, psn + 2, AETH)))
+            c.frames.append((i, -2, frame(emu, peer, PEER_QPN, 0x11, psn + 2, AETH)))
             psn += 3
     elif rule == "ud_send_receiver":
-        c = Case("send_bw", "server", 0x000200, 0x000100, "UD")
+        c = Case("send_bw", "server", 0x000200, 0x000100, "UD", fam=fam)
         size = 200
         for i in range(iters):
             b = data(i, size, 4)
             c.record("recv", 0, b)
             deth = struct.pack(">II", 0x11111111, PEER_QPN)
-            c.frames.append((i, 0, frame(PEER, EMU, QPN, 0x64, 0x000100 + i, deth, b)))
+            c.frames.append((i, 0, frame(peer, emu, QPN, 0x64, 0x000100 + i, deth, b)))
     c.meta["size"], c.meta["iterations"] = size, iters
     # frames of another QP pair and non-RoCE frames are ignored
-    c.frames.insert(1, (-1, -1, frame(PEER, EMU, QPN + 1, 0x04, c.meta["peer_psn"], b"", b"x" * 50)))
+    c.frames.insert(1, (-1, -1, frame(peer, emu, QPN + 1, 0x04, c.meta["peer_psn"], b"", b"x" * 50)))
     c.frames.insert(0, (-1, -1, EMU_MAC + PEER_MAC + b"\x08\x06" + bytes(46)))
     return c
 
@@ -195,20 +213,21 @@ WHAT = {"write_responder": "WRITE responder", "read_responder": "READ responder"
         "ud_send_receiver": "SEND receiver"}
 
 
-def run(prefix, *extra):
-    r = subprocess.run(["/usr/bin/python3", CHECKER, prefix + ".pcap", prefix, "--emu-ip", EMU, *extra],
+def run(prefix, *extra, emu=EMU):
+    r = subprocess.run(["/usr/bin/python3", CHECKER, prefix + ".pcap", prefix, "--emu-ip", emu, *extra],
                        capture_output=True, text=True, timeout=60)
     return r.returncode, r.stdout.strip() + r.stderr.strip()
 
 
-def check_rule(tmp, rule):
-    c = build(rule)
+def check_rule(tmp, rule, fam=4):
+    c = build(rule, fam)
+    name = rule if fam == 4 else "IPv6 " + rule  # the test names
     head = f"check_capture_data: {c.meta['test']} ({c.meta['role']}, hcaemu QP 0x{QPN:06x}): "
     size = c.meta["size"]
     # compared bytes: the WRITE responder's final image is 2 regions of 600 B; otherwise every message
     full = 2 * size if rule == "write_responder" else 4 * size
-    rc, out = run(c.write(tmp, rule))
-    expect(f"{rule}: clean capture passes with the exact summary",
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}"), emu=c.emu)
+    expect(f"{name}: clean capture passes with the exact summary",
            rc == 0 and out == head + f"PASS {WHAT[rule]}: 4 messages compared, {full} bytes, 0 retransmitted copies, "
            "0 not covered", out)
 
@@ -218,8 +237,8 @@ def check_rule(tmp, rule):
     # a retransmitted copy, identical, later in the capture
     fr = list(c.frames)
     fr.append(c.frames[victim])
-    rc, out = run(c.write(tmp, rule + "-rexmit", fr))
-    expect(f"{rule}: an identical retransmitted copy passes and is counted",
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-rexmit", fr), emu=c.emu)
+    expect(f"{name}: an identical retransmitted copy passes and is counted",
            rc == 0 and out.endswith(f"4 messages compared, {full} bytes, 1 retransmitted copies, 0 not covered"), out)
 
     # a copy that differs from the first
@@ -227,30 +246,30 @@ def check_rule(tmp, rule):
     bad = bytearray(b)
     bad[-10] ^= 0x40  # a payload byte (the last 4 are the ICRC, before them at most 3 of pad)
     fr = list(c.frames) + [(i, k, bytes(bad))]
-    rc, out = run(c.write(tmp, rule + "-rexmit-bad", fr))
-    expect(f"{rule}: a retransmitted copy that differs fails", rc == 1 and "differs from the first copy" in out, out)
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-rexmit-bad", fr), emu=c.emu)
+    expect(f"{name}: a retransmitted copy that differs fails", rc == 1 and "differs from the first copy" in out, out)
 
     # a corrupted byte in the only copy
     fr = list(c.frames)
     fr[victim] = (i, k, bytes(bad))
-    rc, out = run(c.write(tmp, rule + "-corrupt", fr))
-    expect(f"{rule}: a corrupted byte fails and names message 3", rc == 1 and "FAIL message 3 " in out and "offset" in out, out)
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-corrupt", fr), emu=c.emu)
+    expect(f"{name}: a corrupted byte fails and names message 3", rc == 1 and "FAIL message 3 " in out and "offset" in out, out)
 
     # a frame missing from the capture
     fr = [f for n, f in enumerate(c.frames) if n != victim]
-    p = c.write(tmp, rule + "-drop", fr)
+    p = c.write(tmp, f"v{fam}-{rule}-drop", fr)
     partial = 600 if rule == "write_responder" else 3 * size
-    rc, out = run(p, "--capture-dropped", "1")
-    expect(f"{rule}: a dropped frame is 'not covered', and passes when the capture said it dropped one",
+    rc, out = run(p, "--capture-dropped", "1", emu=c.emu)
+    expect(f"{name}: a dropped frame is 'not covered', and passes when the capture said it dropped one",
            rc == 0 and out.endswith(f"3 messages compared, {partial} bytes, 0 retransmitted copies, 1 not covered"), out)
-    rc, out = run(p)
-    expect(f"{rule}: a message not covered fails when the capture dropped nothing",
+    rc, out = run(p, emu=c.emu)
+    expect(f"{name}: a message not covered fails when the capture dropped nothing",
            rc == 1 and "1 messages are not whole in a capture that dropped nothing" in out, out)
 
     # nothing of the QP pair in the capture
     fr = [f for f in c.frames if f[0] < 0]
-    rc, out = run(c.write(tmp, rule + "-none", fr), "--capture-dropped", "5")
-    expect(f"{rule}: no whole message at all fails", rc == 1 and "no message is whole in the capture" in out, out)
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-none", fr), "--capture-dropped", "5", emu=c.emu)
+    expect(f"{name}: no whole message at all fails", rc == 1 and "no message is whole in the capture" in out, out)
 
 
 def check_specific(tmp):
@@ -305,6 +324,45 @@ def check_specific(tmp):
     expect("not a pcap: exit 2", rc == 2 and "not a pcap file" in out, out)
     r = subprocess.run(["/usr/bin/python3", CHECKER, p + ".pcap"], capture_output=True, text=True, timeout=60)
     expect("missing arguments: exit 2", r.returncode == 2, r.stderr)
+
+
+def check_ipv6(tmp):
+    c = build("send_receiver", 6)
+    ok = "PASS SEND receiver: 4 messages compared, 2400 bytes, 0 retransmitted copies, 0 not covered"
+    # the same QPNs between the IPv4 addresses are another stream: a bad copy there is not compared
+    v4 = build("send_receiver", 4)
+    i, k, b = next(f for f in v4.frames if f[0] == 2 and f[1] == 1)
+    bad = bytearray(b)
+    bad[-10] ^= 0x40
+    rc, out = run(c.write(tmp, "v6-mixed", c.frames + v4.frames + [(i, k, bytes(bad))]), emu=c.emu)
+    expect("IPv6: the IPv4 frames of the same QPNs are not the dump's", rc == 0 and out.endswith(ok), out)
+    # hcaemu's address written otherwise (RFC 5952 is the form compared)
+    rc, out = run(c.write(tmp, "v6-form"), emu="2001:0002:0:0:0::0010")
+    expect("IPv6: --emu-ip in a non-canonical form", rc == 0 and out.endswith(ok), out)
+    # a packet with an extension header (next header 0, hop-by-hop) is not parsed: not covered
+    n = next(n for n, f in enumerate(c.frames) if f[0] == 1 and f[1] == 1)
+    fr = list(c.frames)
+    b = bytearray(c.frames[n][2])
+    b[14 + 6] = 0  # the IPv6 header's next header
+    fr[n] = (1, 1, bytes(b))
+    rc, out = run(c.write(tmp, "v6-ext", fr), "--capture-dropped", "1", emu=c.emu)
+    expect("IPv6: a packet with an extension header is not compared (not covered)",
+           rc == 0 and out.endswith("3 messages compared, 1800 bytes, 0 retransmitted copies, 1 not covered"), out)
+    # a frame cut short (the IPv6 payload length says more): not compared
+    fr = list(c.frames)
+    fr[n] = (1, 1, c.frames[n][2][:-20])
+    rc, out = run(c.write(tmp, "v6-cut", fr), "--capture-dropped", "1", emu=c.emu)
+    expect("IPv6: a frame shorter than its payload length is not compared (not covered)",
+           rc == 0 and out.endswith("3 messages compared, 1800 bytes, 0 retransmitted copies, 1 not covered"), out)
+    # the address family must be the dump's
+    rc, out = run(c.write(tmp, "v6-fam"), emu=EMU)
+    expect("IPv6: --emu-ip IPv4 for an IPv6 dump: exit 2", rc == 2 and f"the dump is of {EMU6}, not --emu-ip {EMU}" in out,
+           out)
+    rc, out = run(c.write(tmp, "v6-bad"), emu="2001:2::10::1")
+    expect("IPv6: --emu-ip not an address: exit 2", rc == 2 and "not an IPv4 or IPv6 address" in out, out)
+    c.meta["peer_gid"] = "2001"
+    rc, out = run(c.write(tmp, "v6-gid"), emu=c.emu)
+    expect("a GID that is not 16 bytes: exit 2", rc == 2 and "is not 16 bytes in hex" in out, out)
 
 
 # ---- real runs: two hcaemu processes over net_memif ----
@@ -404,9 +462,11 @@ def main():
     a = ap.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hcaemu-datacheck-") as tmp:
-        for rule in WHAT:
-            check_rule(tmp, rule)
+        for fam in (4, 6):
+            for rule in WHAT:
+                check_rule(tmp, rule, fam)
         check_specific(tmp)
+        check_ipv6(tmp)
         if a.hcaemu:
             check_real(a.hcaemu, tmp)
     print(f"{time.monotonic() - t0:.1f} s")
