@@ -3,7 +3,7 @@
 #
 #   scripts/interop/run.sh [options] [FILTER...]
 #     FILTER         run only the cases whose name contains one of these words (e.g. pingpong,
-#                    write_bw, loss, rxe_srv); the guest checks (guest-*) always run
+#                    write_bw, loss, rxe_srv, v6); the guest checks (guest-*) always run
 #     -l             list the cases and exit
 #     --hcaemu PATH  the hcaemu executable (default build/tools/hcaemu, or $HCAEMU)
 #     --results DIR  logs (default build/interop-results, or $HCAEMU_INTEROP_RESULTS)
@@ -16,14 +16,16 @@
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
 # Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
-#   guest eth0 198.18.0.2 (virtio) == tap0 ------+
-#   vhost0 198.18.0.1/24 (host kernel) == veth --+-- br0 (no IP, STP off)
-#   vemu0 (no IP, NOARP) == veth ----------------+
-#   (--rxe-peer: peer guest 198.18.0.3 == tap1 --+)
-# hcaemu runs in the namespace on vemu0 (DPDK net_af_packet) as 198.18.0.10 and answers ARP
-# itself. The out-of-band TCP exchange (ibv_rc_pingpong, perftest) uses the kernel's sockets,
-# so it runs between the guest and vhost0: a guest client connects to 198.18.0.1, which is
-# hcaemu's listening socket; the GIDs exchanged then carry RoCE to 198.18.0.10.
+#   guest eth0 198.18.0.2, 2001:2::2 (virtio) == tap0 ---+
+#   vhost0 198.18.0.1/24 (host kernel) == veth ----------+-- br0 (no IP, STP and multicast
+#   vemu0 (no IP, NOARP) == veth ------------------------+   snooping off)
+#   (--rxe-peer: peer guest 198.18.0.3, 2001:2::3 == tap1 +)
+# hcaemu runs in the namespace on vemu0 (DPDK net_af_packet) as 198.18.0.10 (v6- cases:
+# 2001:2::10) and answers ARP and neighbour solicitations itself; IPv6 stays disabled in the
+# namespace, so no kernel interface there answers for it. The out-of-band TCP exchange
+# (ibv_rc_pingpong, perftest) uses the kernel's sockets, so it runs over IPv4 between the guest
+# and vhost0: a guest client connects to 198.18.0.1, which is hcaemu's listening socket; the GIDs
+# exchanged then carry RoCE to 198.18.0.10 or 2001:2::10.
 #
 # Exit status: 0 all cases passed, 1 a case failed, 2 bad arguments, 77 (meson: skipped) qemu
 # cannot run here (not root, no qemu, no /dev/net/tun, no network namespaces).
@@ -40,6 +42,8 @@ GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
 PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
 EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
+# the v6- cases' addresses (RFC 5180 benchmarking range), each /64 on the bridge
+GUEST_IP6=2001:2::2 PEER_IP6=2001:2::3 EMU_IP6=2001:2::10
 EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
 EMU_PCAP=${HCAEMU_INTEROP_EMU_PCAP:-}
 BUDGET=${HCAEMU_INTEROP_BUDGET:-840}   # s for the whole run; cases left after it FAIL unrun
@@ -55,6 +59,8 @@ BASE_PORT=18600        # each case gets its own TCP port: no listener of one cas
 # tool: pingpong = ibv_rc_pingpong / hcaemu pingpong; anything else = perftest's ib_TOOL /
 # hcaemu perf TOOL. Guest-side flags added: pingpong `-d rxe0 -g 1`, perftest `-d rxe0 -x 1 -F`;
 # hcaemu side: `-g 1` / `-x 1 -F` (GID 1 is the IPv4-mapped one on both).
+# A name starting with v6- runs over IPv6 GIDs: hcaemu gets --ip 2001:2::10/64 (its GID 1 then),
+# the guest uses the index rxe gave 2001:2::2 (found in sysfs by the guest-ipv6 check).
 CASE_TABLE='
 pingpong-64-rxe_srv          | pingpong   | rxe    | -s 64 -n 100 -c                |         | 60
 pingpong-64-hcaemu_srv       | pingpong   | hcaemu | -s 64 -n 100 -c                |         | 60
@@ -98,6 +104,14 @@ send_lat-ud-512-rxe_srv      | send_lat   | rxe    | -c UD -s 512 -n 20         
 send_lat-ud-512-hcaemu_srv   | send_lat   | hcaemu | -c UD -s 512 -n 20             |         | 60
 send_lat-ud-1024-rxe_srv     | send_lat   | rxe    | -c UD -s 1024 -n 20            |         | 60
 send_lat-ud-1024-hcaemu_srv  | send_lat   | hcaemu | -c UD -s 1024 -n 20            |         | 60
+v6-pingpong-4096-rxe_srv     | pingpong   | rxe    | -s 4096 -n 100 -c              |         | 60
+v6-pingpong-4096-hcaemu_srv  | pingpong   | hcaemu | -s 4096 -n 100 -c              |         | 60
+v6-write_bw-8192-rxe_srv     | write_bw   | rxe    | -s 8192 -n 20                  |         | 60
+v6-write_bw-8192-hcaemu_srv  | write_bw   | hcaemu | -s 8192 -n 20                  |         | 60
+v6-read_bw-8192-rxe_srv      | read_bw    | rxe    | -s 8192 -n 20                  |         | 60
+v6-read_bw-8192-hcaemu_srv   | read_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+v6-send_bw-8192-rxe_srv      | send_bw    | rxe    | -s 8192 -n 20                  |         | 60
+v6-send_bw-8192-hcaemu_srv   | send_bw    | hcaemu | -s 8192 -n 20                  |         | 60
 q2-write_bw-64-rxe_srv       | write_bw   | rxe    | -q 2 -s 64 -n 20               |         | 60
 q2-write_bw-64-hcaemu_srv    | write_bw   | hcaemu | -q 2 -s 64 -n 20               |         | 60
 q2-read_bw-64-rxe_srv        | read_bw    | rxe    | -q 2 -s 64 -n 20               |         | 60
@@ -234,7 +248,9 @@ topology_up() {
   ip netns add "$NS" || return 2
   nsx sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || return 1
   nsx ip link set lo up
-  nsx ip link add br0 type bridge stp_state 0 forward_delay 0 &&
+  # no multicast snooping: ND's solicitations (to solicited-node multicast, RFC 4861 7.2.2) reach
+  # every port, whoever sent MLD reports (hcaemu sends none)
+  nsx ip link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0 &&
   nsx ip link set br0 up &&
   nsx ip tuntap add dev tap0 mode tap &&
   nsx ip link set tap0 master br0 up &&
@@ -295,6 +311,40 @@ gfg_run() {  # gfg_run GUEST NAME TAG TIMEOUT 'command': a tool in the foregroun
   gjob "$1" $(($4 + 10)) "timeout $4 $5 > $f.log 2>&1; echo \$? > $f.rc" > /dev/null
 }
 
+# An IPv6 address for the v6- cases, added at run time (the image stays as it is). nodad: DAD
+# would hold the address tentative for a second or more, and rxe adds its GID only once it is not
+# (RFC 4862 5.4). rxe's GID table is searched for it in sysfs: its index is not assumed.
+guest_ipv6() {  # guest_ipv6 GUEST ADDR: ADDR/64 on the guest's eth0; prints rxe0's GIDs for it
+  local full
+  full=$(/usr/bin/python3 -c 'import ipaddress, sys; print(ipaddress.IPv6Address(sys.argv[1]).exploded)' "$2") || return 1
+  gjob "$1" 30 "ip -6 addr add $2/64 dev eth0 nodad || exit 1
+P=/sys/class/infiniband/rxe0/ports/1
+i=0
+while [ \$i -lt 100 ]; do
+  n=0
+  while read -r v < \$P/gids/\$n; do
+    if [ \"\$v\" = $full ]; then
+      read -r t < \$P/gid_attrs/types/\$n; echo \"GID[\$n]=\$v type=\$t\"
+      [ \"\$t\" = 'RoCE v2' ] && { ip -6 addr show dev eth0; exit 0; }
+    fi
+    n=\$((n + 1))
+  done 2>/dev/null
+  sleep 0.1; i=\$((i + 1))
+done
+echo 'no RoCE v2 GID for $2 in rxe0 after 10 s'; ip -6 addr show dev eth0; exit 1"
+}
+ipv6_check() {  # ipv6_check GUEST ADDR: the check GUEST-ipv6; sets GID6[GUEST]
+  local f=$RES/$1/ipv6.txt n rc
+  guest_ipv6 "$1" "$2" > "$f" 2>&1; rc=$?
+  n=$(sed -n 's/^GID\[\([0-9]*\)\]=.* type=RoCE v2$/\1/p' "$f" | head -1)
+  if [ $rc = 0 ] && [ -n "$n" ] && grep -q "inet6 $2/64 " "$f" && ! grep -q "inet6 $2/64 .*tentative" "$f"; then
+    GID6[$1]=$n
+    report PASS "$1-ipv6" "$2/64 on eth0 (not tentative), rxe0 GID[$n] = $2 RoCE v2 (sysfs)"
+  else
+    report FAIL "$1-ipv6" "exit $rc: $(tr '\n' ' ' < "$f" | cut -c1-200)"
+  fi
+}
+
 # ------------------------------------------------------------------ captures
 cap_start() {  # cap_start FILE: everything on br0 (ARP, TCP, RoCE)
   # not through nsx: $! must be tcpdump's own pid (ip netns exec execs it)
@@ -329,20 +379,31 @@ EOF
     *) echo "tc qdisc replace dev eth0 root netem $1 && tc qdisc show dev eth0";;
   esac
 }
-guest_cmd() {  # guest_cmd TOOL FLAGS PORT: the rxe side's command line
+# The case's address family: run_case sets CASE_V6 (1 for a v6- case); GID6[GUEST] is the index
+# of the guest's IPv6 GID (guest_ipv6).
+CASE_V6=0
+declare -A GID6=()
+gid_index() {  # gid_index GUEST: the GID index the guest's tools use in this case
+  if [ "$CASE_V6" = 1 ]; then echo "${GID6[$1]}"; else echo 1; fi
+}
+emu_ip() {  # hcaemu's address (and prefix) in this case
+  if [ "$CASE_V6" = 1 ]; then echo "$EMU_IP6"; else echo "$EMU_IP"; fi
+}
+guest_cmd() {  # guest_cmd TOOL FLAGS PORT GUEST: the rxe side's command line
   case $1 in
-    pingpong) echo "ibv_rc_pingpong -d rxe0 -g 1 -p $3 $2";;
-    *) echo "ib_$1 -d rxe0 -x 1 -F -p $3 $2";;
+    pingpong) echo "ibv_rc_pingpong -d rxe0 -g $(gid_index "$4") -p $3 $2";;
+    *) echo "ib_$1 -d rxe0 -x $(gid_index "$4") -F -p $3 $2";;
   esac
 }
 emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per line
   local -a a f
-  case $1 in
+  local len=24; [ "$CASE_V6" = 1 ] && len=64
+  case $1 in   # GID 1: --ip's address, IPv4-mapped or IPv6 (0 is the link-local one)
     pingpong) a=(pingpong -g 1 -p "$3");;
     *) a=(perf "$1" -x 1 -F -p "$3");;
   esac
   read -r -a f <<< "$2"
-  printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
+  printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$(emu_ip)/$len" --mac "$EMU_MAC"
   [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$4.hcaemu.pcap"
   ! dump_case "$1" "$2" || printf '%s\n' --dump "$RES/cases/$4.dump"
 }
@@ -399,8 +460,8 @@ check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
 peer_client() {  # peer_client NAME TOOL FLAGS PORT TIMEOUT: run the peer as client; its status
   local d=$RES/cases/$1
   if [ $RXE_PEER = 1 ]; then
-    echo "rxe2 (client): $(guest_cmd "$2" "$3" "$4") $GUEST_IP" >> "$d.cmd"
-    gfg_run peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4") $GUEST_IP"
+    echo "rxe2 (client): $(guest_cmd "$2" "$3" "$4" peer) $GUEST_IP" >> "$d.cmd"
+    gfg_run peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4" peer) $GUEST_IP"
     return "$(cat "$d.rxe2.rc" 2>/dev/null || echo 125)"
   fi
   local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
@@ -410,8 +471,8 @@ peer_client() {  # peer_client NAME TOOL FLAGS PORT TIMEOUT: run the peer as cli
 peer_server() {  # peer_server NAME TOOL FLAGS PORT TIMEOUT: start the peer as server; 0 once it listens
   local d=$RES/cases/$1 i
   if [ $RXE_PEER = 1 ]; then
-    echo "rxe2 (server): $(guest_cmd "$2" "$3" "$4")" >> "$d.cmd"
-    gbg_start peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4")"
+    echo "rxe2 (server): $(guest_cmd "$2" "$3" "$4" peer)" >> "$d.cmd"
+    gbg_start peer "$1" rxe2 "$5" "$(guest_cmd "$2" "$3" "$4" peer)"
     gbg_listening peer "$4"; return
   fi
   local -a emu; mapfile -t emu < <(emu_args "$2" "$3" "$4" "$1")
@@ -442,7 +503,8 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   local name tool srv flags netem tmo port d t0 rc_peer rc_rxe reason="" gcmd
   IFS='|' read -r name tool srv flags netem tmo <<< "$2"
   port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
-  gcmd=$(guest_cmd "$tool" "$flags" "$port")
+  CASE_V6=0; [[ $name == v6-* ]] && CASE_V6=1
+  gcmd=$(guest_cmd "$tool" "$flags" "$port" guest)
   : > "$d.cmd"
 
   if [ -n "$netem" ]; then
@@ -452,6 +514,9 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   cap_start "$d.pcap"
   if [ -n "$reason" ]; then :
   elif [ $RXE_PEER = 0 ] && [ ! -x "$HCAEMU" ]; then reason="hcaemu not found: $HCAEMU"
+  elif [ $CASE_V6 = 1 ] && [ -z "${GID6[guest]:-}" ]; then reason="the guest has no IPv6 GID (see guest-ipv6)"
+  elif [ $CASE_V6 = 1 ] && [ $RXE_PEER = 1 ] && [ -z "${GID6[peer]:-}" ]; then
+    reason="the peer guest has no IPv6 GID (see peer-ipv6)"
   elif [ "$srv" = rxe ]; then
     echo "rxe (server): $gcmd" >> "$d.cmd"
     gbg_start guest "$name" rxe "$tmo" "$gcmd"
@@ -489,11 +554,22 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
       reason=$(check_output "$PEER" "$d.$PEER.log" "$tool" "$flags" $peer_is_client)
     fi
   fi
-  local roce ms drops
-  roce=$(tcpdump -r "$d.pcap" -nn 'udp dst port 4791' 2>/dev/null | wc -l)
+  local roce ms drops other fam=ip
+  [ $CASE_V6 = 1 ] && fam=ip6
+  roce=$(tcpdump -r "$d.pcap" -nn "$fam and udp dst port 4791" 2>/dev/null | wc -l)
+  # not one RoCE v2 frame of the other family: the case ran over the GIDs it names
+  other=$(tcpdump -r "$d.pcap" -nn "not $fam and udp dst port 4791" 2>/dev/null | wc -l)
   drops=$(cap_dropped "$d.pcap")
   [ "${drops:-0}" = 0 ] || roce="$roce (capture dropped $drops)"
-  if [ -z "$reason" ] && [ "$roce" = 0 ]; then reason="no RoCE v2 frame on br0"; fi
+  if [ -z "$reason" ] && [ "$roce" = 0 ]; then reason="no RoCE v2 frame over $fam on br0"; fi
+  if [ -z "$reason" ] && [ "$other" != 0 ]; then reason="$other RoCE v2 frames not over $fam on br0"; fi
+  if [ -z "$reason" ] && [ $CASE_V6 = 1 ] && [ $RXE_PEER = 0 ]; then
+    # hcaemu answers for its address (RFC 4861 7.2.4); a neighbour advertisement for it from
+    # another MAC (a kernel interface in the namespace) would steer the guest's RoCE elsewhere
+    local na; na=$(tcpdump -r "$d.pcap" -nn -e 'icmp6 and ip6[40] == 136' 2>/dev/null |
+                   grep "tgt is $EMU_IP6," | grep -v -m1 " $EMU_MAC > ")
+    [ -z "$na" ] || reason="a neighbour advertisement for $EMU_IP6 not from hcaemu: $(cut -c1-160 <<< "$na")"
+  fi
   # Every RoCE v2 frame on the bridge, either side's, through hcaemu's own parser and ICRC check.
   if [ -x "$HCAEMU" ] && tcpdump -r "$d.pcap" -w "$d.roce.pcap" 'udp dst port 4791' 2>/dev/null; then
     if ! "$HCAEMU" dissect --strict --brief "$d.roce.pcap" > "$d.dissect.txt" 2>&1 && [ -z "$reason" ]; then
@@ -504,7 +580,7 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   # The data, byte for byte: hcaemu's dump against the frames on the bridge.
   local data=""
   if [ -z "$reason" ] && dump_case "$tool" "$flags"; then
-    if /usr/bin/python3 "$DATA_CHECK" "$d.pcap" "$d.dump" --emu-ip "$EMU_IP" --capture-dropped "${drops:-0}" \
+    if /usr/bin/python3 "$DATA_CHECK" "$d.pcap" "$d.dump" --emu-ip "$(emu_ip)" --capture-dropped "${drops:-0}" \
          > "$d.datacheck.txt" 2>&1; then
       data=$(sed -n 's/.*: \([0-9]*\) messages compared, \([0-9]*\) bytes, \([0-9]*\) retransmitted copies, \([0-9]*\) not covered$/, data: \1 messages, \2 bytes compared (\3 retransmitted copies, \4 not covered)/p' "$d.datacheck.txt")
       data=${data:-", data: $(last_line "$d.datacheck.txt")"}
@@ -567,6 +643,9 @@ if [ $rc = 0 ] && grep -q '3 packets received' "$RES/cases/guest-ping.log"; then
 else
   report FAIL guest-ping "ping exit $rc: $(last_line "$RES/cases/guest-ping.log")"
 fi
+
+ipv6_check guest "$GUEST_IP6"
+[ $RXE_PEER = 0 ] || ipv6_check peer "$PEER_IP6"
 
 for ((c = 0; c < ${#SELECTED[@]}; c++)); do
   alive=1
