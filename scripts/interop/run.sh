@@ -386,7 +386,7 @@ declare -A GID6=()
 gid_index() {  # gid_index GUEST: the GID index the guest's tools use in this case
   if [ "$CASE_V6" = 1 ]; then echo "${GID6[$1]}"; else echo 1; fi
 }
-emu_ip() {  # hcaemu's address (and prefix) in this case
+emu_ip() {  # hcaemu's address in this case
   if [ "$CASE_V6" = 1 ]; then echo "$EMU_IP6"; else echo "$EMU_IP"; fi
 }
 guest_cmd() {  # guest_cmd TOOL FLAGS PORT GUEST: the rxe side's command line
