@@ -57,11 +57,13 @@ def reth(va, n):
 AETH = struct.pack(">I", 0x1F000001)
 
 
-def write_pcap(path, frames):
+def write_pcap(path, frames, cut=()):
+    """Frame i of `cut` is stored without its last 20 bytes (cut by the snap length)."""
     with open(path, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         for i, fr in enumerate(frames):
-            f.write(struct.pack("<IIII", 1000, i, len(fr), len(fr)) + fr)
+            kept = fr[:-20] if i in cut else fr
+            f.write(struct.pack("<IIII", 1000, i, len(kept), len(fr)) + kept)
 
 
 def data(i, n, salt=0):
@@ -98,7 +100,7 @@ class Case:
     def record(self, op, va, b):
         self.recs.append((op, va, b))
 
-    def write(self, tmp, name, frames=None):
+    def write(self, tmp, name, frames=None, cut=()):
         off = BUF_LEN
         recs = []
         for op, va, b in self.recs:
@@ -110,7 +112,7 @@ class Case:
             json.dump(self.meta, f)
         with open(prefix + ".bin", "wb") as f:
             f.write(bytes(self.buf) + b"".join(b for _, _, b in self.recs))
-        write_pcap(prefix + ".pcap", [fr for _, _, fr in (self.frames if frames is None else frames)])
+        write_pcap(prefix + ".pcap", [fr for _, _, fr in (self.frames if frames is None else frames)], cut)
         return prefix
 
 
@@ -205,11 +207,13 @@ def check_rule(tmp, rule):
     c = build(rule)
     head = f"check_capture_data: {c.meta['test']} ({c.meta['role']}, hcaemu QP 0x{QPN:06x}): "
     size = c.meta["size"]
-    # compared bytes: the WRITE responder's final image is 2 regions of 600 B; otherwise every message
-    full = 2 * size if rule == "write_responder" else 4 * size
+    # compared: the WRITE responder's final image is 2 regions of 600 B, each the last of the 2
+    # messages that wrote it (messages 0 and 1 are overwritten: not compared); otherwise every message
+    wr = rule == "write_responder"
+    full, msgs = (2 * size, 2) if wr else (4 * size, 4)
     rc, out = run(c.write(tmp, rule))
     expect(f"{rule}: clean capture passes with the exact summary",
-           rc == 0 and out == head + f"PASS {WHAT[rule]}: 4 messages compared, {full} bytes, 0 retransmitted copies, "
+           rc == 0 and out == head + f"PASS {WHAT[rule]}: {msgs} messages compared, {full} bytes, 0 retransmitted copies, "
            "0 not covered", out)
 
     # the data frames of message 3 (the last writer of its region), packet 1 if there is one
@@ -220,7 +224,7 @@ def check_rule(tmp, rule):
     fr.append(c.frames[victim])
     rc, out = run(c.write(tmp, rule + "-rexmit", fr))
     expect(f"{rule}: an identical retransmitted copy passes and is counted",
-           rc == 0 and out.endswith(f"4 messages compared, {full} bytes, 1 retransmitted copies, 0 not covered"), out)
+           rc == 0 and out.endswith(f"{msgs} messages compared, {full} bytes, 1 retransmitted copies, 0 not covered"), out)
 
     # a copy that differs from the first
     i, k, b = c.frames[victim]
@@ -239,10 +243,11 @@ def check_rule(tmp, rule):
     # a frame missing from the capture
     fr = [f for n, f in enumerate(c.frames) if n != victim]
     p = c.write(tmp, rule + "-drop", fr)
-    partial = 600 if rule == "write_responder" else 3 * size
+    # (the WRITE responder: message 3 not covered leaves region 1 unknown; message 2 is compared)
+    partial, pmsgs = (600, 1) if wr else (3 * size, 3)
     rc, out = run(p, "--capture-dropped", "1")
     expect(f"{rule}: a dropped frame is 'not covered', and passes when the capture said it dropped one",
-           rc == 0 and out.endswith(f"3 messages compared, {partial} bytes, 0 retransmitted copies, 1 not covered"), out)
+           rc == 0 and out.endswith(f"{pmsgs} messages compared, {partial} bytes, 0 retransmitted copies, 1 not covered"), out)
     rc, out = run(p)
     expect(f"{rule}: a message not covered fails when the capture dropped nothing",
            rc == 1 and "1 messages are not whole in a capture that dropped nothing" in out, out)
@@ -250,7 +255,27 @@ def check_rule(tmp, rule):
     # nothing of the QP pair in the capture
     fr = [f for f in c.frames if f[0] < 0]
     rc, out = run(c.write(tmp, rule + "-none", fr), "--capture-dropped", "5")
-    expect(f"{rule}: no whole message at all fails", rc == 1 and "no message is whole in the capture" in out, out)
+    expect(f"{rule}: no whole message at all fails", rc == 1 and "no message compared" in out, out)
+
+    # more messages not covered than frames the capture dropped: each one not covered misses a
+    # frame of its own, so 2 of them with 1 frame dropped means a message never on the wire
+    other = next(n for n, (i, k, _) in enumerate(c.frames) if i == 1 and k >= 0)
+    fr = [f for n, f in enumerate(c.frames) if n not in (victim, other)]
+    rc, out = run(c.write(tmp, rule + "-drop2", fr), "--capture-dropped", "1")
+    expect(f"{rule}: 2 messages not covered when the capture dropped 1 frame fails",
+           rc == 1 and "2 messages are not whole; the capture dropped 1 frames" in out, out)
+    rc, out = run(c.write(tmp, rule + "-drop2b", fr), "--capture-dropped", "2")
+    expect(f"{rule}: 2 messages not covered when the capture dropped 2 frames passes", rc == 0, out)
+
+    # a retransmitted copy cut by the snap length is not a copy that can be compared: the capture
+    # is refused rather than the copy skipped (here its captured part differs from the first copy)
+    i, k, b = c.frames[victim]
+    bad = bytearray(b)
+    bad[60] ^= 0x40
+    fr = list(c.frames) + [(i, k, bytes(bad))]
+    rc, out = run(c.write(tmp, rule + "-cut", fr, cut={len(fr) - 1}))
+    expect(f"{rule}: a frame cut by the snap length is refused (exit 2)",
+           rc == 2 and f"frame {len(fr)} is cut by the snap length" in out, out)
 
 
 def check_specific(tmp):
@@ -266,7 +291,13 @@ def check_specific(tmp):
     fr = [f for n, f in enumerate(c.frames) if n != first3]
     rc, out = run(c.write(tmp, "wr-nofirst", fr), "--capture-dropped", "1")
     expect("WRITE responder: a message without its RETH packet leaves nothing of the image before it compared",
-           rc == 0 and out.endswith("3 messages compared, 0 bytes, 0 retransmitted copies, 1 not covered"), out)
+           rc == 1 and "no message compared" in out and "0 messages compared, 0 bytes, 0 retransmitted copies, "
+           "1 not covered" in out, out)
+    # a run of more PSNs than the 24-bit space: two messages would share a PSN; refused
+    c = build("write_responder")
+    c.meta["size"], c.meta["iterations"] = 1 << 20, 4097  # 4096 PSNs each at MTU 256
+    rc, out = run(c.write(tmp, "wr-wrap"))
+    expect("a run longer than 2^24 PSNs is refused (exit 2)", rc == 2 and "2^24" in out, out)
     # the WRITE requester's RETH must carry the WR's remote VA
     c = build("write_requester")
     op, va, b = c.recs[2]
