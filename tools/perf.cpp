@@ -140,7 +140,9 @@ private:
     // --dump on a SEND receiver: receive i lands in slot i % rx_depth of a ring after the blocks;
     // on a READ requester, READ i in slot i % tx_depth. So a message stays where it landed until
     // its completion is recorded: a slot is used again only after the WR rx_depth (tx_depth)
-    // before had completed. (Without --dump they all land in one block, the walk of perftest.)
+    // before had completed. A slot is zeroed before each use: the peer sends the same bytes again
+    // and again, so a stale slot would hold the right ones for a message that never landed.
+    // (Without --dump they all land in one block, the walk of perftest.)
     uint8_t* ring(size_t q, uint64_t slot) { return mem_.data + 2 * nq_ * block_ + (q * ring_n_ + slot) * slot_len_; }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
     bool post_recv(size_t q);
@@ -414,6 +416,7 @@ bool Session::post_recv(size_t q) {
         const uint64_t slot = recv_posted_[q]++ % ring_n_;
         base = ring(q, slot);
         len = slot_len_;
+        std::memset(base, 0, slot_len_);
         wr_id |= slot << 8;
     }
     Sge sge = ud_ ? Sge{addr(base + cache_line_) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(base), uint32_t(len), mr_->lkey()};
@@ -594,6 +597,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 const uint64_t n = posted[q] + 1;
                 if (o_.verb != Verb::send) {  // a SEND's address is local only: it stays
                     const uint64_t off = (posted[q] % nslots) * step;
+                    if (ring_) std::memset(ring(q, posted[q] % ring_n_), 0, slot_len_);  // see ring()
                     sge[q].addr = ring_ ? addr(ring(q, posted[q] % ring_n_)) : addr(src(q)) + off;
                     wr[q].rdma.remote_addr = wr[q].atomic.remote_addr = theirs_[q].vaddr + off;
                 }

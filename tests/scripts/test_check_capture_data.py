@@ -397,13 +397,14 @@ def check_real(hcaemu, tmp):
             continue
         rs, rc, outs = r
         expect(f"{label}: both exit 0", rs == 0 and rc == 0, log)
-        # the WRITE responder's image: 30 messages of 3000 B all at offset 0 of its block
-        sbytes = size if test == "write_bw" else n * size
+        # the WRITE responder's image: 30 messages of 3000 B all at offset 0 of its block, the
+        # last of them the one compared
+        sbytes, smsgs = (size, 1) if test == "write_bw" else (n * size, n)
         expect(f"{label}: the client's dump matches the capture",
                outs[0][0] == 0 and outs[0][1].endswith(f"PASS {cw}: {n} messages compared, {n * size} bytes, "
                                                         "0 retransmitted copies, 0 not covered"), outs[0])
         expect(f"{label}: the server's dump matches the capture",
-               outs[1][0] == 0 and outs[1][1].endswith(f"PASS {sw}: {n} messages compared, {sbytes} bytes, "
+               outs[1][0] == 0 and outs[1][1].endswith(f"PASS {sw}: {smsgs} messages compared, {sbytes} bytes, "
                                                         "0 retransmitted copies, 0 not covered"), outs[1])
         if "--check" in args:
             expect(f"{label}: --check beside --dump still checks", "data check: ok" in log, log)
