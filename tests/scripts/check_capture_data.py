@@ -19,7 +19,8 @@ never shifts the others. Per direction:
     k * MTU;
   hcaemu WRITE/SEND requester: its messages on the wire equal its records one by one (bytes, and
     the remote VA and length for WRITE);
-  hcaemu READ requester: the peer's READ responses to each request equal its records' bytes;
+  hcaemu READ requester: the peer's READ responses to each request equal its records' bytes (a
+    READ is covered with its request: the VA read from is checked there);
   hcaemu SEND receiver: the peer's messages equal the received-message records one by one.
 Every copy of a retransmitted packet must carry the bytes of the first copy. A message the capture
 holds only in part is "not covered" and reported. Each message not covered misses a frame of its
@@ -310,13 +311,15 @@ class Checker:
                     raise Mismatch(f"message {i} (PSN 0x{psn:06x}): READ request VA 0x{va:x} length {dlen}, the WR had "
                                    f"0x{r['remote_va']:x} length {r['len']}")
             pk = self.gather(self.to_emu, psn, n, "read_resp", i)
-            if self.cover(None not in pk):
+            # without its request the VA read from is not proven: not covered
+            if self.cover(req is not None and None not in pk):
                 self.compare(i, psn, b"".join(p.payload for p in pk), self.rec_bytes(r), "the peer's READ responses",
                              "the bytes hcaemu read")
                 self.compared += 1
                 self.bytes += r["len"]
             psn = (psn + n) % PSN_MOD
         self.stray(self.to_emu, self.m["psn"], (psn - self.m["psn"]) % PSN_MOD, {"read_resp"})
+        self.stray(self.to_peer, self.m["psn"], (psn - self.m["psn"]) % PSN_MOD, {"read_req"})
 
     def receiver_send(self):
         recs = self.records("recv")

@@ -304,6 +304,19 @@ def check_specific(tmp):
     c.recs[2] = (op, va + 64, b)
     rc, out = run(c.write(tmp, "wq-va"))
     expect("WRITE requester: a RETH VA other than the WR's fails", rc == 1 and "message 2" in out and "RETH VA" in out, out)
+    # a READ whose request is not in the capture: its responses match what hcaemu stored, but the
+    # VA it read from is not proven (a READ of the wrong VA brings the wrong bytes both ways)
+    c = build("read_requester")
+    req2 = next(n for n, (i, k, _) in enumerate(c.frames) if i == 2 and k == -1)
+    fr = [f for n, f in enumerate(c.frames) if n != req2]
+    rc, out = run(c.write(tmp, "rq-noreq", fr))
+    expect("READ requester: a READ without its request in the capture is not covered",
+           rc == 1 and "3 messages compared, 1800 bytes, 0 retransmitted copies, 1 not covered" in out, out)
+    # a READ request the dump does not know, past the run's PSNs
+    c = build("read_requester")
+    c.frames.append((9, -1, frame(EMU, PEER, PEER_QPN, 0x0C, 0x000200 + 12, reth(PEER_VA, 600))))
+    rc, out = run(c.write(tmp, "rq-extra"))
+    expect("READ requester: a READ request past the records fails", rc == 1 and "outside the run's 12 PSNs" in out, out)
     # the dump holds fewer records than the run's messages
     c = build("send_requester")
     c.recs.pop()
