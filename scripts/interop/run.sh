@@ -10,9 +10,10 @@
 #     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
-# Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace), HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
-# timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu also writes cases/NAME.hcaemu.pcap with
-# --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace; a second run at once needs its
+# own, and its own --results), HCAEMU_INTEROP_BUDGET=840 (s; a case whose own timeout would end
+# past it FAILs without running; meson's timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu
+# also writes cases/NAME.hcaemu.pcap with --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
 # Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
@@ -133,7 +134,7 @@ while [ $# -gt 0 ]; do
     --hcaemu) HCAEMU=$2; shift;;
     --results) RES=$2; shift;;
     --cache) CACHE=$2; shift;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2;;
     *) FILTERS+=("$1");;
   esac
