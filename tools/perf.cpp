@@ -829,8 +829,9 @@ bool Session::write_dump(int rc) {
     j += " \"qpn\": " + u(mine_[0].qpn) + ", \"psn\": " + u(mine_[0].psn) + ", \"gid\": \"" + hex_gid(gid_) + "\",\n";
     j += " \"peer_qpn\": " + u(theirs_[0].qpn) + ", \"peer_psn\": " + u(theirs_[0].psn) + ", \"peer_gid\": \"" +
          hex_gid(theirs_[0].gid) + "\",\n";
+    // dst_len: the block given to the peer, zeroed before the run (a WRITE's destination)
     j += " \"buf_va\": " + u(addr(mem_.data)) + ", \"buf_len\": " + u(mem_len_) + ", \"dst_va\": " + u(mine_[0].vaddr) +
-         ", \"peer_va\": " + u(theirs_[0].vaddr) + ",\n";
+         ", \"dst_len\": " + u(block_) + ", \"peer_va\": " + u(theirs_[0].vaddr) + ",\n";
     j += " \"mtu\": " + u(mtu_bytes(mtu_)) + ", \"size\": " + u(size_) + ", \"all_sizes\": " +
          (o_.all_sizes ? "true" : "false") + ", \"iterations\": " + u(o_.iters) + ", \"records_overflow\": " +
          (rec_overflow_ ? "true" : "false") + ",\n \"records\": [";

@@ -14,7 +14,9 @@ Messages are placed by PSN (IBTA 9.7.1: a request takes one PSN per packet, a RE
 response packet), counted from the start PSNs of the dump, so a frame missing from the capture
 never shifts the others. Per direction:
   hcaemu WRITE responder: the final image of the peer's WRITE payloads (RETH VA of the first
-    packet, the rest at k * MTU by PSN) equals hcaemu's buffer at those addresses;
+    packet, the rest at k * MTU by PSN) equals hcaemu's buffer at those addresses; when every
+    message's VA is in the capture, the rest of the destination block (dst_va, dst_len: zeroed
+    before the run) is still zero;
   hcaemu READ responder: every READ response payload equals hcaemu's buffer at the requested VA +
     k * MTU;
   hcaemu WRITE/SEND requester: its messages on the wire equal its records one by one (bytes, and
@@ -348,6 +350,7 @@ class Checker:
         image = bytearray(blen)
         known = bytearray(blen)       # 0xFF: the byte's last writer is a covered message
         writers = []                  # the covered messages in order: (offset, size, message, PSN)
+        wrote = bytearray(blen)       # 0xFF: a message on the wire wrote there (None: not known)
         psn = self.m["peer_psn"]
         for i, size in enumerate(sizes):
             n = self.npk(size)
@@ -358,6 +361,10 @@ class Checker:
                 if dlen != size:
                     raise Mismatch(f"message {i} (PSN 0x{psn:06x}): RETH length {dlen}, the run's size is {size}")
                 self.buf(va, size, f"message {i} (PSN 0x{psn:06x})")
+                if wrote is not None:
+                    wrote[va - base:va - base + size] = b"\xff" * size
+            else:
+                wrote = None
             if self.cover(None not in pk):
                 o = va - base
                 data = b"".join(p.payload for p in pk)
@@ -379,6 +386,19 @@ class Checker:
             raise Mismatch(f"message {i} (PSN 0x{p:06x}), offset {o - wo}: expected 0x{image[o]:02x} (the last WRITE "
                            f"to VA 0x{base + o:x} on the wire), got 0x{self.blob[o]:02x} (hcaemu's buffer)")
         self.bytes = known.count(0xFF)
+        # the rest of the destination block (zeroed before the run) stays zero when every message's
+        # VA is known: a byte there is one written where no WRITE on the wire went
+        if wrote is not None:
+            d0, dl = self.m["dst_va"] - base, self.m["dst_len"]
+            if d0 < 0 or d0 + dl > blen:
+                raise Usage(f"the destination block 0x{self.m['dst_va']:x} + {dl} is outside the buffer")
+            mask = bytearray(blen)
+            mask[d0:d0 + dl] = b"\xff" * dl
+            extra = int.from_bytes(self.blob[:blen], "big") & int.from_bytes(mask, "big") & ~int.from_bytes(wrote, "big")
+            if extra:
+                o = blen - 1 - (extra.bit_length() - 1) // 8
+                raise Mismatch(f"hcaemu's buffer at VA 0x{base + o:x} holds 0x{self.blob[o]:02x} where no WRITE on the wire "
+                               "wrote (its destination block starts zeroed)")
         # compared: the messages that are the last writer of some byte of the image (the others
         # were overwritten: their bytes are not in the buffer any more, nothing of them is proven)
         k = int.from_bytes(known, "big")
@@ -454,7 +474,8 @@ def main():
                 blob = f.read()
         except (OSError, ValueError) as e:
             raise Usage(f"cannot read the dump {a.prefix}.json/.bin: {e}")
-        for k in ("test", "role", "qpn", "psn", "peer_qpn", "peer_psn", "gid", "peer_gid", "buf_va", "buf_len", "mtu",
+        for k in ("test", "role", "qpn", "psn", "peer_qpn", "peer_psn", "gid", "peer_gid", "buf_va", "buf_len", "dst_va",
+                  "dst_len", "mtu",
                   "size", "iterations", "records", "status"):
             if k not in meta:
                 raise Usage(f"{a.prefix}.json has no '{k}'")

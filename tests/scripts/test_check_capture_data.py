@@ -91,7 +91,8 @@ class Case:
         self.meta = {"test": test, "role": role, "conn": conn, "status": 0, "qpn": QPN, "psn": psn,
                      "gid": "00000000000000000000ffff" + ip4(EMU).hex(), "peer_qpn": PEER_QPN,
                      "peer_psn": peer_psn, "peer_gid": "00000000000000000000ffff" + ip4(PEER).hex(),
-                     "buf_va": BUF_VA, "buf_len": BUF_LEN, "dst_va": DST_VA, "peer_va": PEER_VA, "mtu": MTU,
+                     "buf_va": BUF_VA, "buf_len": BUF_LEN, "dst_va": DST_VA, "dst_len": BUF_LEN - 2048,
+                     "peer_va": PEER_VA, "mtu": MTU,
                      "size": 0, "all_sizes": False, "iterations": 0, "records_overflow": False, "records": []}
         self.buf = bytearray((k * 5 + 3) & 0xFF for k in range(BUF_LEN))
         self.recs = []
@@ -121,6 +122,7 @@ def build(rule):
     size, iters = 600, 4
     if rule == "write_responder":
         c = Case("write_bw", "server", 0x000010, 0xFFFFFE)  # the peer's PSNs wrap
+        c.buf[DST_VA - BUF_VA:] = bytes(BUF_LEN - (DST_VA - BUF_VA))  # hcaemu zeroes its destination block
         psn = c.meta["peer_psn"]
         for i in range(iters):
             va = DST_VA + (i % 2) * 1024
@@ -285,6 +287,12 @@ def check_specific(tmp):
     rc, out = run(c.write(tmp, "wr-buf"))
     want = f"message 3 (PSN 0x000007), offset 5: expected 0x{data(3, 600)[5]:02x}"
     expect("WRITE responder: a buffer byte unlike the wire fails at the last writer", rc == 1 and want in out, out)
+    # a byte of the destination block that no WRITE on the wire wrote is not zero any more
+    c = build("write_responder")
+    c.buf[DST_VA - BUF_VA + 700] = 0x55
+    rc, out = run(c.write(tmp, "wr-stray-byte"))
+    expect("WRITE responder: a byte written where no WRITE went fails",
+           rc == 1 and f"VA 0x{DST_VA + 700:x} holds 0x55" in out, out)
     # a message whose first packet is missing may have written anywhere: earlier bytes are not compared
     c = build("write_responder")
     first3 = next(n for n, (i, k, _) in enumerate(c.frames) if i == 3 and k == 0)
