@@ -103,10 +103,13 @@ private:
         return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
-    bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what) {
+    // `run_wait`: the peer runs its test before it answers (one-sided BW, read and atomic
+    // latency: the server waits for the client's run), so with -D the wait takes its time too
+    bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what, bool run_wait = false) {
         std::string e;
-        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, o_.oob_timeout_ms, e)
-                          : conn_.read_exact(theirs, o_.oob_timeout_ms, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
+        const uint64_t rd = o_.oob_timeout_ms + (run_wait && timed_ ? uint64_t(o_.duration) * 1000 : 0);
+        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, rd, e)
+                          : conn_.read_exact(theirs, rd, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
         if (!ok) return fail(std::string("out-of-band exchange (") + what + "): " + e);
         return true;
     }
@@ -115,20 +118,20 @@ private:
         return fail(std::string("the peer's ") + what + " message is not perftest's: " + oob::name(e));
     }
     // The 108-byte QP information: the data when `into` is given, else a barrier.
-    bool qp_info(size_t q, oob::PerftestQpInfo* into) {
+    bool qp_info(size_t q, oob::PerftestQpInfo* into, bool run_wait = false) {
         const auto m = oob::format(mine_[q]);
         std::array<uint8_t, oob::kPerftestQpInfoLen> t{};
-        if (!xchg(m, t, "QP information")) return false;
+        if (!xchg(m, t, "QP information", run_wait)) return false;
         oob::PerftestQpInfo x;
         if (!check(oob::parse(t, x), "QP information")) return false;
         if (into) *into = x;
         return true;
     }
-    bool barrier() { return qp_info(0, nullptr); }
+    bool barrier(bool run_wait = false) { return qp_info(0, nullptr, run_wait); }
     bool handshake_start();
     bool ud_size();
     bool results(const BwReport& mine, BwReport& theirs);
-    bool close(bool eof_ok);
+    bool close(bool eof_ok, bool run_wait = false);
 
     // ---- resources ----
     bool setup();
@@ -317,8 +320,8 @@ bool Session::results(const BwReport& mine, BwReport& theirs) {
     return true;
 }
 
-bool Session::close(bool eof_ok) {
-    if (!barrier()) return eof_ok && conn_.peer_closed();
+bool Session::close(bool eof_ok, bool run_wait) {
+    if (!barrier(run_wait)) return eof_ok && conn_.peer_closed();
     // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
     // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
     conn_.set_idle({});
@@ -1068,7 +1071,7 @@ int Session::run() {
 
     // read and atomic latency: the server has nothing to do but wait for the close
     if (lat && !client_ && (o_.verb == Verb::read || o_.verb == Verb::atomic)) {
-        if (!close(false)) return 1;
+        if (!close(false, true)) return 1;
         out(kLine);
         return 0;
     }
@@ -1077,7 +1080,7 @@ int Session::run() {
 
     if (!lat && o_.verb != Verb::send && !client_) {
         // one-sided BW: wait for the client's barrier, then print its results
-        if (!barrier()) return 1;
+        if (!barrier(true)) return 1;
         BwReport zero, theirs;
         if (!results(zero, theirs)) return 1;
         out(bw_line(theirs, o_.gbits));
