@@ -192,6 +192,7 @@ esac
 # files name (two namespaces sharing one results dir would remove each other's).
 exec 9> "/run/$NS.lock"
 flock -n 9 || { echo "interop: FAIL: another interop run holds /run/$NS.lock" >&2; exit 1; }
+while [[ $RES == */ && $RES != / ]]; do RES=${RES%/}; done   # DIR/.lock would go with rm -rf DIR
 mkdir -p "$(dirname "$RES")"
 exec 8> "$RES.lock"
 flock -n 8 || { echo "interop: FAIL: another interop run holds $RES.lock (its results directory)" >&2; exit 1; }
