@@ -2,6 +2,7 @@
 // every such message in the reference capture of the real tools.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -274,4 +275,21 @@ TEST_CASE("perf results: perftest's arithmetic on known timestamps", "[perf]") {
     CHECK(one_way.t_avg == Approx(14));
     CHECK(lat_line(l).rfind(" 2       8          5.00           10.00        5.00", 0) == 0);
     CHECK(lat_duration_line(8, 1000, 2'000'000, false) == " 8             1000            2.00           500000.00\n");
+}
+
+TEST_CASE("perf's data pattern: no 256-byte chunk of an 8 MiB buffer repeats elsewhere in it", "[perf]") {
+    // --check and `--dump` compare what arrived with this pattern (or with the wire): a packet
+    // placed at the wrong offset must not carry the very bytes of the right one. 256 B: the
+    // smallest MTU; 8 MiB: -a's largest message.
+    using hcaemu::tools::perf::pattern_byte;
+    constexpr size_t kChunk = 256, kLen = size_t(8) << 20;
+    std::vector<std::string> chunks;
+    chunks.reserve(kLen / kChunk);
+    std::string c(kChunk, '\0');
+    for (size_t off = 0; off < kLen; off += kChunk) {
+        for (size_t i = 0; i < kChunk; ++i) c[i] = char(pattern_byte(off + i));
+        chunks.push_back(c);
+    }
+    std::sort(chunks.begin(), chunks.end());
+    CHECK(std::adjacent_find(chunks.begin(), chunks.end()) == chunks.end());
 }

@@ -103,10 +103,13 @@ private:
         return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
-    bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what) {
+    // `run_wait`: the peer runs its test before it answers (one-sided BW, read and atomic
+    // latency: the server waits for the client's run), so with -D the wait takes its time too
+    bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what, bool run_wait = false) {
         std::string e;
-        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, o_.oob_timeout_ms, e)
-                          : conn_.read_exact(theirs, o_.oob_timeout_ms, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
+        const uint64_t rd = o_.oob_timeout_ms + (run_wait && timed_ ? uint64_t(o_.duration) * 1000 : 0);
+        bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, rd, e)
+                          : conn_.read_exact(theirs, rd, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
         if (!ok) return fail(std::string("out-of-band exchange (") + what + "): " + e);
         return true;
     }
@@ -115,20 +118,20 @@ private:
         return fail(std::string("the peer's ") + what + " message is not perftest's: " + oob::name(e));
     }
     // The 108-byte QP information: the data when `into` is given, else a barrier.
-    bool qp_info(size_t q, oob::PerftestQpInfo* into) {
+    bool qp_info(size_t q, oob::PerftestQpInfo* into, bool run_wait = false) {
         const auto m = oob::format(mine_[q]);
         std::array<uint8_t, oob::kPerftestQpInfoLen> t{};
-        if (!xchg(m, t, "QP information")) return false;
+        if (!xchg(m, t, "QP information", run_wait)) return false;
         oob::PerftestQpInfo x;
         if (!check(oob::parse(t, x), "QP information")) return false;
         if (into) *into = x;
         return true;
     }
-    bool barrier() { return qp_info(0, nullptr); }
+    bool barrier(bool run_wait = false) { return qp_info(0, nullptr, run_wait); }
     bool handshake_start();
     bool ud_size();
     bool results(const BwReport& mine, BwReport& theirs);
-    bool close(bool eof_ok);
+    bool close(bool eof_ok, bool run_wait = false);
 
     // ---- resources ----
     bool setup();
@@ -140,7 +143,9 @@ private:
     // --dump on a SEND receiver: receive i lands in slot i % rx_depth of a ring after the blocks;
     // on a READ requester, READ i in slot i % tx_depth. So a message stays where it landed until
     // its completion is recorded: a slot is used again only after the WR rx_depth (tx_depth)
-    // before had completed. (Without --dump they all land in one block, the walk of perftest.)
+    // before had completed. A slot is zeroed before each use: the peer sends the same bytes again
+    // and again, so a stale slot would hold the right ones for a message that never landed.
+    // (Without --dump they all land in one block, the walk of perftest.)
     uint8_t* ring(size_t q, uint64_t slot) { return mem_.data + 2 * nq_ * block_ + (q * ring_n_ + slot) * slot_len_; }
     uint64_t addr(const uint8_t* p) const { return reinterpret_cast<uintptr_t>(p); }
     bool post_recv(size_t q);
@@ -315,8 +320,8 @@ bool Session::results(const BwReport& mine, BwReport& theirs) {
     return true;
 }
 
-bool Session::close(bool eof_ok) {
-    if (!barrier()) return eof_ok && conn_.peer_closed();
+bool Session::close(bool eof_ok, bool run_wait) {
+    if (!barrier(run_wait)) return eof_ok && conn_.peer_closed();
     // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
     // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
     conn_.set_idle({});
@@ -414,6 +419,7 @@ bool Session::post_recv(size_t q) {
         const uint64_t slot = recv_posted_[q]++ % ring_n_;
         base = ring(q, slot);
         len = slot_len_;
+        std::memset(base, 0, slot_len_);
         wr_id |= slot << 8;
     }
     Sge sge = ud_ ? Sge{addr(base + cache_line_) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(base), uint32_t(len), mr_->lkey()};
@@ -594,6 +600,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 const uint64_t n = posted[q] + 1;
                 if (o_.verb != Verb::send) {  // a SEND's address is local only: it stays
                     const uint64_t off = (posted[q] % nslots) * step;
+                    if (ring_) std::memset(ring(q, posted[q] % ring_n_), 0, slot_len_);  // see ring()
                     sge[q].addr = ring_ ? addr(ring(q, posted[q] % ring_n_)) : addr(src(q)) + off;
                     wr[q].rdma.remote_addr = wr[q].atomic.remote_addr = theirs_[q].vaddr + off;
                 }
@@ -825,8 +832,9 @@ bool Session::write_dump(int rc) {
     j += " \"qpn\": " + u(mine_[0].qpn) + ", \"psn\": " + u(mine_[0].psn) + ", \"gid\": \"" + hex_gid(gid_) + "\",\n";
     j += " \"peer_qpn\": " + u(theirs_[0].qpn) + ", \"peer_psn\": " + u(theirs_[0].psn) + ", \"peer_gid\": \"" +
          hex_gid(theirs_[0].gid) + "\",\n";
+    // dst_len: the block given to the peer, zeroed before the run (a WRITE's destination)
     j += " \"buf_va\": " + u(addr(mem_.data)) + ", \"buf_len\": " + u(mem_len_) + ", \"dst_va\": " + u(mine_[0].vaddr) +
-         ", \"peer_va\": " + u(theirs_[0].vaddr) + ",\n";
+         ", \"dst_len\": " + u(block_) + ", \"peer_va\": " + u(theirs_[0].vaddr) + ",\n";
     j += " \"mtu\": " + u(mtu_bytes(mtu_)) + ", \"size\": " + u(size_) + ", \"all_sizes\": " +
          (o_.all_sizes ? "true" : "false") + ", \"iterations\": " + u(o_.iters) + ", \"records_overflow\": " +
          (rec_overflow_ ? "true" : "false") + ",\n \"records\": [";
@@ -1063,7 +1071,7 @@ int Session::run() {
 
     // read and atomic latency: the server has nothing to do but wait for the close
     if (lat && !client_ && (o_.verb == Verb::read || o_.verb == Verb::atomic)) {
-        if (!close(false)) return 1;
+        if (!close(false, true)) return 1;
         out(kLine);
         return 0;
     }
@@ -1072,7 +1080,7 @@ int Session::run() {
 
     if (!lat && o_.verb != Verb::send && !client_) {
         // one-sided BW: wait for the client's barrier, then print its results
-        if (!barrier()) return 1;
+        if (!barrier(true)) return 1;
         BwReport zero, theirs;
         if (!results(zero, theirs)) return 1;
         out(bw_line(theirs, o_.gbits));

@@ -97,8 +97,14 @@ std::string lat_line(const LatReport& r);
 std::string lat_duration_line(uint64_t size, uint64_t iters, uint64_t ns, bool round_trip);
 
 // The byte hcaemu puts at `off` of a source buffer, so that the other side can check what arrived
-// (--check) without being told.
-inline uint8_t pattern_byte(uint64_t off) { return uint8_t(off * 7 + (off >> 8) * 13 + 0x5A); }
+// (--check) without being told. Every bit of `off` is mixed in (splitmix64's finaliser): a packet
+// placed at another offset of the buffer does not carry the right bytes by chance.
+inline uint8_t pattern_byte(uint64_t off) {
+    uint64_t x = off + 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return uint8_t(x ^ (x >> 31));
+}
 
 // What the test needs from the device.
 struct Env {

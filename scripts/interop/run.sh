@@ -10,9 +10,10 @@
 #     --cache DIR    guest image (default build/interop-guest, or $HCAEMU_INTEROP_CACHE)
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
-# Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace), HCAEMU_INTEROP_BUDGET=840 (s; cases left after it FAIL without running; meson's
-# timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu also writes cases/NAME.hcaemu.pcap with
-# --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
+# Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace; a second run at once needs its
+# own, and its own --results), HCAEMU_INTEROP_BUDGET=840 (s; a case whose own timeout would end
+# past it FAILs without running; meson's timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu
+# also writes cases/NAME.hcaemu.pcap with --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
 #
 # Topology, all in network namespace hcaemu-interop (created here, deleted on exit):
@@ -37,7 +38,7 @@ HCAEMU=${HCAEMU:-$REPO/build/tools/hcaemu}
 RES=${HCAEMU_INTEROP_RESULTS:-$REPO/build/interop-results}
 CACHE=${HCAEMU_INTEROP_CACHE:-$REPO/build/interop-guest}
 ACCEL=${HCAEMU_INTEROP_ACCEL:-auto}
-NS=${HCAEMU_INTEROP_NS:-hcaemu-interop}   # two runs at once need two names
+NS=${HCAEMU_INTEROP_NS:-hcaemu-interop}   # two runs at once need two names (and two --results)
 GUEST_IP=198.18.0.2 GUEST_MAC=52:54:00:12:00:02
 PEER_IP=198.18.0.3 PEER_MAC=52:54:00:12:00:03     # --rxe-peer only
 HOST_IP=198.18.0.1
@@ -147,7 +148,7 @@ while [ $# -gt 0 ]; do
     --hcaemu) HCAEMU=$2; shift;;
     --results) RES=$2; shift;;
     --cache) CACHE=$2; shift;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2;;
     *) FILTERS+=("$1");;
   esac
@@ -164,6 +165,9 @@ while IFS='|' read -r name tool srv flags netem tmo; do
   [ $keep = 1 ] && SELECTED+=("$name|$(trim "$tool")|$(trim "$srv")|$(trim "$flags")|$(trim "$netem")|$(trim "$tmo")")
 done <<< "$CASE_TABLE"
 if [ $LIST = 1 ]; then printf '%s\n' "${SELECTED[@]%%|*}"; exit 0; fi
+if ! [[ $NS =~ ^[A-Za-z0-9_.-]{1,32}$ ]] || [[ $NS == .* ]]; then
+  echo "run.sh: HCAEMU_INTEROP_NS '$NS': letters, digits, '_', '-', '.' (not first), at most 32" >&2; exit 2
+fi
 if [ ${#FILTERS[@]} -gt 0 ] && [ ${#SELECTED[@]} -eq 0 ]; then
   echo "run.sh: no case matches: ${FILTERS[*]}" >&2; exit 2
 fi
@@ -197,9 +201,15 @@ case $ACCEL in
   *) ACCEL_ARGS=(-accel tcg -cpu max);;
 esac
 
-# One run at a time per namespace (the addresses are fixed, but each run has its own namespace).
+# One run at a time per namespace (the addresses are fixed, but each run has its own namespace),
+# and per results directory: a run removes it at its start, and stops the guests its qemu.pid
+# files name (two namespaces sharing one results dir would remove each other's).
 exec 9> "/run/$NS.lock"
 flock -n 9 || { echo "interop: FAIL: another interop run holds /run/$NS.lock" >&2; exit 1; }
+while [[ $RES == */ && $RES != / ]]; do RES=${RES%/}; done   # DIR/.lock would go with rm -rf DIR
+mkdir -p "$(dirname "$RES")"
+exec 8> "$RES.lock"
+flock -n 8 || { echo "interop: FAIL: another interop run holds $RES.lock (its results directory)" >&2; exit 1; }
 
 if [ -d "$RES" ] && [ -n "$(ls -A "$RES")" ] && [ ! -f "$RES/summary.txt" ]; then
   echo "interop: FAIL: $RES is not empty and not an earlier results dir; not removing it" >&2; exit 1
@@ -651,8 +661,9 @@ for ((c = 0; c < ${#SELECTED[@]}; c++)); do
   alive=1
   for g in "${!QEMU_PID[@]}"; do qemu_alive "$g" || alive=0; done
   if [ $alive = 0 ]; then report FAIL "${SELECTED[c]%%|*}" "a guest is gone (see */console.log)"; continue; fi
-  if [ $(( ($(now_ms) - T_START) / 1000 )) -ge "$BUDGET" ]; then
-    report FAIL "${SELECTED[c]%%|*}" "not run: the run's budget of $BUDGET s is spent"; continue
+  # a case starts only if its own timeout still fits in the budget (meson's timeout comes after it)
+  if [ $(( ($(now_ms) - T_START) / 1000 + ${SELECTED[c]##*|} )) -gt "$BUDGET" ]; then
+    report FAIL "${SELECTED[c]%%|*}" "not run: its timeout of ${SELECTED[c]##*|} s no longer fits in the run's budget of $BUDGET s"; continue
   fi
   run_case "$c" "${SELECTED[c]}"
 done

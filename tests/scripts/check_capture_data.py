@@ -15,16 +15,23 @@ Messages are placed by PSN (IBTA 9.7.1: a request takes one PSN per packet, a RE
 response packet), counted from the start PSNs of the dump, so a frame missing from the capture
 never shifts the others. Per direction:
   hcaemu WRITE responder: the final image of the peer's WRITE payloads (RETH VA of the first
-    packet, the rest at k * MTU by PSN) equals hcaemu's buffer at those addresses;
+    packet, the rest at k * MTU by PSN) equals hcaemu's buffer at those addresses; when every
+    message's VA is in the capture, the rest of the destination block (dst_va, dst_len: zeroed
+    before the run) is still zero;
   hcaemu READ responder: every READ response payload equals hcaemu's buffer at the requested VA +
     k * MTU;
   hcaemu WRITE/SEND requester: its messages on the wire equal its records one by one (bytes, and
     the remote VA and length for WRITE);
-  hcaemu READ requester: the peer's READ responses to each request equal its records' bytes;
+  hcaemu READ requester: the peer's READ responses to each request equal its records' bytes (a
+    READ is covered with its request: the VA read from is checked there);
   hcaemu SEND receiver: the peer's messages equal the received-message records one by one.
 Every copy of a retransmitted packet must carry the bytes of the first copy. A message the capture
-holds only in part is "not covered" and reported; a pass needs one covered message at least, and,
-when the capture dropped nothing (--capture-dropped 0, the default), every message covered.
+holds only in part is "not covered" and reported. Each message not covered misses a frame of its
+own, so there may be at most as many as the frames the capture dropped (--capture-dropped, tcpdump's
+count; 0, the default: every message covered). A pass needs one message compared at least (for the
+WRITE responder: one that is the last writer of some bytes of the final image; the messages it
+overwrote are not compared and not counted). A frame cut by the snap length is refused (exit 2):
+its copy could not be compared. A run of 2^24 PSNs or more is refused: two messages would share one.
 
 Prints one line. Exit 0 pass, 1 a difference (the first one: message, offset, expected, got) or
 not enough coverage, 2 bad arguments or input that cannot be parsed.
@@ -70,7 +77,7 @@ class Pkt:
 
 
 def read_pcap(path):
-    """Yields (frame number from 1, bytes) of a classic pcap with Ethernet frames."""
+    """Yields (frame number from 1, bytes) of a classic pcap with Ethernet frames, none cut."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -94,11 +101,13 @@ def read_pcap(path):
     while off < len(data):
         if off + 16 > len(data):
             raise Usage(f"{path}: truncated record header at byte {off}")
-        incl = struct.unpack(e + "I", data[off + 8:off + 12])[0]
+        incl, orig = struct.unpack(e + "II", data[off + 8:off + 16])
         off += 16
         if off + incl > len(data):
             raise Usage(f"{path}: truncated frame at byte {off}")
         n += 1
+        if incl < orig:  # a copy whose end is not there cannot be compared (tcpdump -s 0)
+            raise Usage(f"{path}: frame {n} is cut by the snap length ({incl} of {orig} bytes)")
         yield n, data[off:off + incl]
         off += incl
 
@@ -209,7 +218,6 @@ class Checker:
         self.to_peer = (emu, peer, meta["peer_qpn"])
         self.to_emu = (peer, emu, meta["qpn"])
         self.compared = self.bytes = self.not_covered = 0
-        self.covered_msgs = 0
 
     def npk(self, size):
         return max(1, -(-size // self.mtu))
@@ -257,10 +265,7 @@ class Checker:
                        + (f"; lengths {len(want)} and {len(got)}" if len(want) != len(got) else ""))
 
     def cover(self, ok):
-        if ok:
-            self.covered_msgs += 1
-        else:
-            self.not_covered += 1
+        self.not_covered += not ok
         return ok
 
     # ---- the messages of the run ----
@@ -272,7 +277,14 @@ class Checker:
         if len(recs) != self.m["iterations"]:
             raise Mismatch(f"the dump holds {len(recs)} records; the run had {self.m['iterations']} messages")
         self.sizes = [r["len"] for r in recs]
+        self.span_ok()
         return recs
+
+    def span_ok(self):
+        """Messages are placed by PSN: a run of 2^24 PSNs or more would put two on one."""
+        n = sum(self.npk(s) for s in self.sizes)
+        if n >= PSN_MOD:
+            raise Usage(f"the run takes {n} PSNs, 2^24 or more: messages cannot be placed by PSN")
 
     def size_of(self, i):
         return self.sizes[i]
@@ -313,13 +325,15 @@ class Checker:
                     raise Mismatch(f"message {i} (PSN 0x{psn:06x}): READ request VA 0x{va:x} length {dlen}, the WR had "
                                    f"0x{r['remote_va']:x} length {r['len']}")
             pk = self.gather(self.to_emu, psn, n, "read_resp", i)
-            if self.cover(None not in pk):
+            # without its request the VA read from is not proven: not covered
+            if self.cover(req is not None and None not in pk):
                 self.compare(i, psn, b"".join(p.payload for p in pk), self.rec_bytes(r), "the peer's READ responses",
                              "the bytes hcaemu read")
                 self.compared += 1
                 self.bytes += r["len"]
             psn = (psn + n) % PSN_MOD
         self.stray(self.to_emu, self.m["psn"], (psn - self.m["psn"]) % PSN_MOD, {"read_resp"})
+        self.stray(self.to_peer, self.m["psn"], (psn - self.m["psn"]) % PSN_MOD, {"read_req"})
 
     def receiver_send(self):
         recs = self.records("recv")
@@ -339,6 +353,7 @@ class Checker:
         if self.m["all_sizes"]:
             raise Usage("a dump of -a: the peer's sizes are not recorded")
         self.sizes = [self.m["size"]] * self.m["iterations"]
+        self.span_ok()
         return self.sizes
 
     def responder_write(self):
@@ -347,6 +362,7 @@ class Checker:
         image = bytearray(blen)
         known = bytearray(blen)       # 0xFF: the byte's last writer is a covered message
         writers = []                  # the covered messages in order: (offset, size, message, PSN)
+        wrote = bytearray(blen)       # 0xFF: a message on the wire wrote there (None: not known)
         psn = self.m["peer_psn"]
         for i, size in enumerate(sizes):
             n = self.npk(size)
@@ -357,13 +373,16 @@ class Checker:
                 if dlen != size:
                     raise Mismatch(f"message {i} (PSN 0x{psn:06x}): RETH length {dlen}, the run's size is {size}")
                 self.buf(va, size, f"message {i} (PSN 0x{psn:06x})")
+                if wrote is not None:
+                    wrote[va - base:va - base + size] = b"\xff" * size
+            else:
+                wrote = None
             if self.cover(None not in pk):
                 o = va - base
                 data = b"".join(p.payload for p in pk)
                 image[o:o + size] = data
                 known[o:o + size] = b"\xff" * size
                 writers.append((o, size, i, psn))
-                self.compared += 1
             elif va is not None:  # where it wrote is known, what is not
                 o = va - base
                 known[o:o + size] = bytes(size)
@@ -379,7 +398,26 @@ class Checker:
             raise Mismatch(f"message {i} (PSN 0x{p:06x}), offset {o - wo}: expected 0x{image[o]:02x} (the last WRITE "
                            f"to VA 0x{base + o:x} on the wire), got 0x{self.blob[o]:02x} (hcaemu's buffer)")
         self.bytes = known.count(0xFF)
-
+        # the rest of the destination block (zeroed before the run) stays zero when every message's
+        # VA is known: a byte there is one written where no WRITE on the wire went
+        if wrote is not None:
+            d0, dl = self.m["dst_va"] - base, self.m["dst_len"]
+            if d0 < 0 or d0 + dl > blen:
+                raise Usage(f"the destination block 0x{self.m['dst_va']:x} + {dl} is outside the buffer")
+            mask = bytearray(blen)
+            mask[d0:d0 + dl] = b"\xff" * dl
+            extra = int.from_bytes(self.blob[:blen], "big") & int.from_bytes(mask, "big") & ~int.from_bytes(wrote, "big")
+            if extra:
+                o = blen - 1 - (extra.bit_length() - 1) // 8
+                raise Mismatch(f"hcaemu's buffer at VA 0x{base + o:x} holds 0x{self.blob[o]:02x} where no WRITE on the wire "
+                               "wrote (its destination block starts zeroed)")
+        # compared: the messages that are the last writer of some byte of the image (the others
+        # were overwritten: their bytes are not in the buffer any more, nothing of them is proven)
+        k = int.from_bytes(known, "big")
+        for o, size, _, _ in reversed(writers):
+            m = ((1 << (8 * size)) - 1) << (8 * (blen - o - size))
+            self.compared += bool(k & m)
+            k &= ~m
     def responder_read(self):
         sizes = self.peer_sizes()
         psn = self.m["peer_psn"]
@@ -445,6 +483,8 @@ def main():
         sys.exit(2 if e.code else 0)
     head = "check_capture_data:"
     try:
+        if a.capture_dropped < 0:
+            raise Usage(f"--capture-dropped {a.capture_dropped}: a count, 0 or more")
         try:
             with open(a.prefix + ".json") as f:
                 meta = json.load(f)
@@ -452,7 +492,8 @@ def main():
                 blob = f.read()
         except (OSError, ValueError) as e:
             raise Usage(f"cannot read the dump {a.prefix}.json/.bin: {e}")
-        for k in ("test", "role", "qpn", "psn", "peer_qpn", "peer_psn", "gid", "peer_gid", "buf_va", "buf_len", "mtu",
+        for k in ("test", "role", "qpn", "psn", "peer_qpn", "peer_psn", "gid", "peer_gid", "buf_va", "buf_len", "dst_va",
+                  "dst_len", "mtu",
                   "size", "iterations", "records", "status"):
             if k not in meta:
                 raise Usage(f"{a.prefix}.json has no '{k}'")
@@ -477,10 +518,13 @@ def main():
         what = c.run()
         summary = (f"{what}: {c.compared} messages compared, {c.bytes} bytes, {st.copies} retransmitted copies, "
                    f"{c.not_covered} not covered")
-        if c.covered_msgs == 0:
-            raise Mismatch(f"no message is whole in the capture ({summary})")
+        if c.compared == 0:
+            raise Mismatch(f"no message compared: none is whole in the capture, or none is in the final image ({summary})")
         if a.capture_dropped == 0 and c.not_covered:
             raise Mismatch(f"{c.not_covered} messages are not whole in a capture that dropped nothing ({summary})")
+        if c.not_covered > a.capture_dropped:
+            raise Mismatch(f"{c.not_covered} messages are not whole; the capture dropped {a.capture_dropped} frames, "
+                           f"and each of them misses one of its own ({summary})")
     except Usage as e:
         print(f"{head}: ERROR {e}")
         sys.exit(2)

@@ -73,11 +73,13 @@ def reth(va, n):
 AETH = struct.pack(">I", 0x1F000001)
 
 
-def write_pcap(path, frames):
+def write_pcap(path, frames, cut=()):
+    """Frame i of `cut` is stored without its last 20 bytes (cut by the snap length)."""
     with open(path, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         for i, fr in enumerate(frames):
-            f.write(struct.pack("<IIII", 1000, i, len(fr), len(fr)) + fr)
+            kept = fr[:-20] if i in cut else fr
+            f.write(struct.pack("<IIII", 1000, i, len(kept), len(fr)) + kept)
 
 
 def data(i, n, salt=0):
@@ -106,7 +108,8 @@ class Case:
         self.meta = {"test": test, "role": role, "conn": conn, "status": 0, "qpn": QPN, "psn": psn,
                      "gid": gid(self.emu), "peer_qpn": PEER_QPN,
                      "peer_psn": peer_psn, "peer_gid": gid(self.peer),
-                     "buf_va": BUF_VA, "buf_len": BUF_LEN, "dst_va": DST_VA, "peer_va": PEER_VA, "mtu": MTU,
+                     "buf_va": BUF_VA, "buf_len": BUF_LEN, "dst_va": DST_VA, "dst_len": BUF_LEN - 2048,
+                     "peer_va": PEER_VA, "mtu": MTU,
                      "size": 0, "all_sizes": False, "iterations": 0, "records_overflow": False, "records": []}
         self.buf = bytearray((k * 5 + 3) & 0xFF for k in range(BUF_LEN))
         self.recs = []
@@ -115,7 +118,7 @@ class Case:
     def record(self, op, va, b):
         self.recs.append((op, va, b))
 
-    def write(self, tmp, name, frames=None):
+    def write(self, tmp, name, frames=None, cut=()):
         off = BUF_LEN
         recs = []
         for op, va, b in self.recs:
@@ -127,7 +130,7 @@ class Case:
             json.dump(self.meta, f)
         with open(prefix + ".bin", "wb") as f:
             f.write(bytes(self.buf) + b"".join(b for _, _, b in self.recs))
-        write_pcap(prefix + ".pcap", [fr for _, _, fr in (self.frames if frames is None else frames)])
+        write_pcap(prefix + ".pcap", [fr for _, _, fr in (self.frames if frames is None else frames)], cut)
         return prefix
 
 
@@ -137,6 +140,7 @@ def build(rule, fam=4):
     emu, peer = ADDRS[fam]
     if rule == "write_responder":
         c = Case("write_bw", "server", 0x000010, 0xFFFFFE, fam=fam)  # the peer's PSNs wrap
+        c.buf[DST_VA - BUF_VA:] = bytes(BUF_LEN - (DST_VA - BUF_VA))  # hcaemu zeroes its destination block
         psn = c.meta["peer_psn"]
         for i in range(iters):
             va = DST_VA + (i % 2) * 1024
@@ -224,11 +228,13 @@ def check_rule(tmp, rule, fam=4):
     name = rule if fam == 4 else "IPv6 " + rule  # the test names
     head = f"check_capture_data: {c.meta['test']} ({c.meta['role']}, hcaemu QP 0x{QPN:06x}): "
     size = c.meta["size"]
-    # compared bytes: the WRITE responder's final image is 2 regions of 600 B; otherwise every message
-    full = 2 * size if rule == "write_responder" else 4 * size
+    # compared: the WRITE responder's final image is 2 regions of 600 B, each the last of the 2
+    # messages that wrote it (messages 0 and 1 are overwritten: not compared); otherwise every message
+    wr = rule == "write_responder"
+    full, msgs = (2 * size, 2) if wr else (4 * size, 4)
     rc, out = run(c.write(tmp, f"v{fam}-{rule}"), emu=c.emu)
     expect(f"{name}: clean capture passes with the exact summary",
-           rc == 0 and out == head + f"PASS {WHAT[rule]}: 4 messages compared, {full} bytes, 0 retransmitted copies, "
+           rc == 0 and out == head + f"PASS {WHAT[rule]}: {msgs} messages compared, {full} bytes, 0 retransmitted copies, "
            "0 not covered", out)
 
     # the data frames of message 3 (the last writer of its region), packet 1 if there is one
@@ -239,7 +245,7 @@ def check_rule(tmp, rule, fam=4):
     fr.append(c.frames[victim])
     rc, out = run(c.write(tmp, f"v{fam}-{rule}-rexmit", fr), emu=c.emu)
     expect(f"{name}: an identical retransmitted copy passes and is counted",
-           rc == 0 and out.endswith(f"4 messages compared, {full} bytes, 1 retransmitted copies, 0 not covered"), out)
+           rc == 0 and out.endswith(f"{msgs} messages compared, {full} bytes, 1 retransmitted copies, 0 not covered"), out)
 
     # a copy that differs from the first
     i, k, b = c.frames[victim]
@@ -258,10 +264,11 @@ def check_rule(tmp, rule, fam=4):
     # a frame missing from the capture
     fr = [f for n, f in enumerate(c.frames) if n != victim]
     p = c.write(tmp, f"v{fam}-{rule}-drop", fr)
-    partial = 600 if rule == "write_responder" else 3 * size
+    # (the WRITE responder: message 3 not covered leaves region 1 unknown; message 2 is compared)
+    partial, pmsgs = (600, 1) if wr else (3 * size, 3)
     rc, out = run(p, "--capture-dropped", "1", emu=c.emu)
     expect(f"{name}: a dropped frame is 'not covered', and passes when the capture said it dropped one",
-           rc == 0 and out.endswith(f"3 messages compared, {partial} bytes, 0 retransmitted copies, 1 not covered"), out)
+           rc == 0 and out.endswith(f"{pmsgs} messages compared, {partial} bytes, 0 retransmitted copies, 1 not covered"), out)
     rc, out = run(p, emu=c.emu)
     expect(f"{name}: a message not covered fails when the capture dropped nothing",
            rc == 1 and "1 messages are not whole in a capture that dropped nothing" in out, out)
@@ -269,7 +276,27 @@ def check_rule(tmp, rule, fam=4):
     # nothing of the QP pair in the capture
     fr = [f for f in c.frames if f[0] < 0]
     rc, out = run(c.write(tmp, f"v{fam}-{rule}-none", fr), "--capture-dropped", "5", emu=c.emu)
-    expect(f"{name}: no whole message at all fails", rc == 1 and "no message is whole in the capture" in out, out)
+    expect(f"{name}: no whole message at all fails", rc == 1 and "no message compared" in out, out)
+
+    # more messages not covered than frames the capture dropped: each one not covered misses a
+    # frame of its own, so 2 of them with 1 frame dropped means a message never on the wire
+    other = next(n for n, (i, k, _) in enumerate(c.frames) if i == 1 and k >= 0)
+    fr = [f for n, f in enumerate(c.frames) if n not in (victim, other)]
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-drop2", fr), "--capture-dropped", "1", emu=c.emu)
+    expect(f"{name}: 2 messages not covered when the capture dropped 1 frame fails",
+           rc == 1 and "2 messages are not whole; the capture dropped 1 frames" in out, out)
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-drop2b", fr), "--capture-dropped", "2", emu=c.emu)
+    expect(f"{name}: 2 messages not covered when the capture dropped 2 frames passes", rc == 0, out)
+
+    # a retransmitted copy cut by the snap length is not a copy that can be compared: the capture
+    # is refused rather than the copy skipped (here its captured part differs from the first copy)
+    i, k, b = c.frames[victim]
+    bad = bytearray(b)
+    bad[60] ^= 0x40
+    fr = list(c.frames) + [(i, k, bytes(bad))]
+    rc, out = run(c.write(tmp, f"v{fam}-{rule}-cut", fr, cut={len(fr) - 1}), emu=c.emu)
+    expect(f"{name}: a frame cut by the snap length is refused (exit 2)",
+           rc == 2 and f"frame {len(fr)} is cut by the snap length" in out, out)
 
 
 def check_specific(tmp):
@@ -279,19 +306,44 @@ def check_specific(tmp):
     rc, out = run(c.write(tmp, "wr-buf"))
     want = f"message 3 (PSN 0x000007), offset 5: expected 0x{data(3, 600)[5]:02x}"
     expect("WRITE responder: a buffer byte unlike the wire fails at the last writer", rc == 1 and want in out, out)
+    # a byte of the destination block that no WRITE on the wire wrote is not zero any more
+    c = build("write_responder")
+    c.buf[DST_VA - BUF_VA + 700] = 0x55
+    rc, out = run(c.write(tmp, "wr-stray-byte"))
+    expect("WRITE responder: a byte written where no WRITE went fails",
+           rc == 1 and f"VA 0x{DST_VA + 700:x} holds 0x55" in out, out)
     # a message whose first packet is missing may have written anywhere: earlier bytes are not compared
     c = build("write_responder")
     first3 = next(n for n, (i, k, _) in enumerate(c.frames) if i == 3 and k == 0)
     fr = [f for n, f in enumerate(c.frames) if n != first3]
     rc, out = run(c.write(tmp, "wr-nofirst", fr), "--capture-dropped", "1")
     expect("WRITE responder: a message without its RETH packet leaves nothing of the image before it compared",
-           rc == 0 and out.endswith("3 messages compared, 0 bytes, 0 retransmitted copies, 1 not covered"), out)
+           rc == 1 and "no message compared" in out and "0 messages compared, 0 bytes, 0 retransmitted copies, "
+           "1 not covered" in out, out)
+    # a run of more PSNs than the 24-bit space: two messages would share a PSN; refused
+    c = build("write_responder")
+    c.meta["size"], c.meta["iterations"] = 1 << 20, 4097  # 4096 PSNs each at MTU 256
+    rc, out = run(c.write(tmp, "wr-wrap"))
+    expect("a run longer than 2^24 PSNs is refused (exit 2)", rc == 2 and "2^24" in out, out)
     # the WRITE requester's RETH must carry the WR's remote VA
     c = build("write_requester")
     op, va, b = c.recs[2]
     c.recs[2] = (op, va + 64, b)
     rc, out = run(c.write(tmp, "wq-va"))
     expect("WRITE requester: a RETH VA other than the WR's fails", rc == 1 and "message 2" in out and "RETH VA" in out, out)
+    # a READ whose request is not in the capture: its responses match what hcaemu stored, but the
+    # VA it read from is not proven (a READ of the wrong VA brings the wrong bytes both ways)
+    c = build("read_requester")
+    req2 = next(n for n, (i, k, _) in enumerate(c.frames) if i == 2 and k == -1)
+    fr = [f for n, f in enumerate(c.frames) if n != req2]
+    rc, out = run(c.write(tmp, "rq-noreq", fr))
+    expect("READ requester: a READ without its request in the capture is not covered",
+           rc == 1 and "3 messages compared, 1800 bytes, 0 retransmitted copies, 1 not covered" in out, out)
+    # a READ request the dump does not know, past the run's PSNs
+    c = build("read_requester")
+    c.frames.append((9, -1, frame(EMU, PEER, PEER_QPN, 0x0C, 0x000200 + 12, reth(PEER_VA, 600))))
+    rc, out = run(c.write(tmp, "rq-extra"))
+    expect("READ requester: a READ request past the records fails", rc == 1 and "outside the run's 12 PSNs" in out, out)
     # the dump holds fewer records than the run's messages
     c = build("send_requester")
     c.recs.pop()
@@ -424,13 +476,14 @@ def check_real(hcaemu, tmp):
             continue
         rs, rc, outs = r
         expect(f"{label}: both exit 0", rs == 0 and rc == 0, log)
-        # the WRITE responder's image: 30 messages of 3000 B all at offset 0 of its block
-        sbytes = size if test == "write_bw" else n * size
+        # the WRITE responder's image: 30 messages of 3000 B all at offset 0 of its block, the
+        # last of them the one compared
+        sbytes, smsgs = (size, 1) if test == "write_bw" else (n * size, n)
         expect(f"{label}: the client's dump matches the capture",
                outs[0][0] == 0 and outs[0][1].endswith(f"PASS {cw}: {n} messages compared, {n * size} bytes, "
                                                         "0 retransmitted copies, 0 not covered"), outs[0])
         expect(f"{label}: the server's dump matches the capture",
-               outs[1][0] == 0 and outs[1][1].endswith(f"PASS {sw}: {n} messages compared, {sbytes} bytes, "
+               outs[1][0] == 0 and outs[1][1].endswith(f"PASS {sw}: {smsgs} messages compared, {sbytes} bytes, "
                                                         "0 retransmitted copies, 0 not covered"), outs[1])
         if "--check" in args:
             expect(f"{label}: --check beside --dump still checks", "data check: ok" in log, log)
