@@ -297,14 +297,16 @@ def check_signals(hc):
                 head.append(line)
                 if "#bytes" in line:  # the table's header: the transfer starts
                     break
-            time.sleep(0.5)
+            # mid-transfer: the victim's capture has grown past 64 KiB (or 30 s went by)
+            vpcap = spcap if victim == "server" else cpcap
+            wait_for(lambda: os.path.exists(vpcap) and os.path.getsize(vpcap) > 65536)
             (srv if victim == "server" else cli).send_signal(signal.SIGTERM)
             rc_v, so_v, se_v = finish(srv if victim == "server" else cli)
             rc_p, so_p, se_p = finish(cli if victim == "server" else srv)
             if victim == "client":
                 so_v = "".join(head) + so_v
             label = f"SIGTERM to a {test} {victim} mid-transfer"
-            stopped_clean(label, rc_v, so_v, se_v, spcap if victim == "server" else cpcap, 10)
+            stopped_clean(label, rc_v, so_v, se_v, vpcap, 100)
             expect(f"{label}: the peer exits 1 within its timeout, with a message",
                    rc_p == 1 and re.search(r"hcaemu perf: (no progress|no completion|out-of-band|completion error)", se_p)
                    is not None, f"rc={rc_p}\n{so_p}\n{se_p}")

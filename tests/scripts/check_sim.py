@@ -66,14 +66,15 @@ def main():
             expect(f"{op} pcap parses", rc == 0 and rc2 == 0, (rc, rc2, out2[-500:]))
 
         # SIGINT in a long run: exit 130, one message, no summary, the capture whole (its records
-        # end exactly at the end of the file). The pcap file exists once the handlers are in.
+        # end exactly at the end of the file).
         p3 = os.path.join(tmp, "sig.pcap")
         pr = subprocess.Popen([h, "sim", "--op", "write", "--size", "64", "--count", "1000000", "--pcap", p3],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        end = time.monotonic() + 30
-        while not os.path.exists(p3) and pr.poll() is None and time.monotonic() < end:
+        # Into the run: frames reach the file (past its 24-byte header) in the writer's buffer-sized
+        # steps.
+        end = time.monotonic() + 60
+        while (not os.path.exists(p3) or os.path.getsize(p3) <= 24) and pr.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
-        time.sleep(0.3)  # into the run
         pr.send_signal(signal.SIGINT)
         try:
             so, se = pr.communicate(timeout=60)
