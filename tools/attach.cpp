@@ -1,6 +1,8 @@
 #include "tools/attach.hpp"
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cstring>
 
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "tools/cli.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::tools {
 
@@ -150,6 +153,25 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
 
 namespace {
 
+// SIGINT and SIGTERM blocked in this thread for the object's life: a signal then is pending and
+// arrives when the mask is restored.
+class SignalsBlocked {
+public:
+    SignalsBlocked() {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGINT);
+        sigaddset(&s, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &s, &old_);
+    }
+    ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+    SignalsBlocked(const SignalsBlocked&) = delete;
+    SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+private:
+    sigset_t old_;
+};
+
 std::vector<std::string> split_eal(const std::string& s) {
     std::vector<std::string> out{"hcaemu"};
     std::istringstream in(s);
@@ -186,6 +208,9 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         }
     }
     const auto args = o.eal.empty() ? port::default_eal_args() : split_eal(o.eal);
+    // The threads DPDK starts (interrupts, control) inherit a mask without SIGINT/SIGTERM: the
+    // signal goes to this thread, whose waits check for it (tools/stop.hpp).
+    const SignalsBlocked blocked;
     if (!port::eal_start(args, err)) {
         err = "DPDK EAL: " + err;
         return nullptr;
@@ -264,6 +289,10 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
         if (s == port::NeighborState::reachable) {
             hca_->set_neighbor(peer, mac);
             return true;
+        }
+        if (stop_requested()) {
+            err = "interrupted by a signal";
+            return false;
         }
         if (s == port::NeighborState::failed || clock_.now_ns() >= end) {
             err = std::string("no answer from ") + gid_to_string(peer) + " to " +

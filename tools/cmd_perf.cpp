@@ -9,6 +9,7 @@
 #include "tools/lib/api.hpp"
 #include "tools/oob_tcp.hpp"
 #include "tools/perf.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::tools {
 
@@ -42,7 +43,10 @@ int cmd_perf(int argc, char** argv) {
     const bool local = device.empty() || device == "local";
     if (local && ao.ip.empty()) return usage_error("perf", "--ip ADDR/LEN is required (this HCA's address)");
 
+    // SIGINT/SIGTERM: every wait returns, the objects and the port close as on any exit.
+    install_stop_handlers();
     auto ctx = api::open_device(device, ao, err);
+    if (!ctx && stop_requested()) return report_stop("perf");
     if (!ctx) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
         return kExitFail;
@@ -60,6 +64,7 @@ int cmd_perf(int argc, char** argv) {
     } else {
         conn = OobConn::connect(o.server, o.tcp_port, o.oob_timeout_ms, err, turn);
     }
+    if (!conn && stop_requested()) return report_stop("perf");
     if (!conn) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
         return kExitFail;
@@ -68,6 +73,7 @@ int cmd_perf(int argc, char** argv) {
     env.ctx = ctx.get();
     env.resolve_timeout_ms = o.oob_timeout_ms;
     const int rc = perf::run(o, env, *conn, err);
+    if (rc && stop_requested()) return report_stop("perf");
     if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
     return rc;
 }

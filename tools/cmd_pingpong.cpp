@@ -16,6 +16,7 @@
 #include "tools/lib/api.hpp"
 #include "tools/oob.hpp"
 #include "tools/oob_tcp.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::tools {
 
@@ -259,8 +260,9 @@ public:
     }
 
 private:
+    // After SIGINT/SIGTERM the one message is cmd_pingpong's "interrupted by".
     int fail(const std::string& msg) {
-        std::fprintf(stderr, "%s\n", msg.c_str());
+        if (!stop_requested()) std::fprintf(stderr, "%s\n", msg.c_str());
         return kExitFail;
     }
 
@@ -376,7 +378,8 @@ private:
 
     // Waits for at least one completion: polls the engine (and with -e, waits for the CQ event
     // first). -2 when none came within --timeout seconds, however many frames moved meanwhile (a
-    // peer answering RNR NAK forever, or sending frames that complete nothing, is no progress).
+    // peer answering RNR NAK forever, or sending frames that complete nothing, is no progress);
+    // -3 on SIGINT/SIGTERM.
     int wait_wc(std::span<Wc> wc) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a_.timeout_s);
         for (;;) {
@@ -393,6 +396,7 @@ private:
                 return n;
             }
             if (std::chrono::steady_clock::now() > end) return -2;
+            if (stop_requested()) return -3;
             if (!moved) std::this_thread::yield();
         }
     }
@@ -411,6 +415,7 @@ private:
         while (rcnt < a_.iters || scnt < a_.iters) {
             const int n = wait_wc(wc);
             if (n == -1) return fail("Couldn't request CQ notification");
+            if (n == -3) return kExitFail;
             if (n == -2)
                 return fail("no completion for " + std::to_string(a_.timeout_s) + " s (sent " + std::to_string(scnt) +
                             ", received " + std::to_string(rcnt) + " of " + std::to_string(a_.iters) + ")");
@@ -482,9 +487,12 @@ int cmd_pingpong(int argc, char** argv) {
     if (const std::string c = device_conflict(a.device, a.first_attach); !c.empty()) return usage_error("pingpong", c);
     const bool local = a.device.empty() || a.device == "local";
     if (local && a.attach.ip.empty()) return usage_error("pingpong", "--ip ADDR/LEN is required (this HCA's address)");
+    // SIGINT/SIGTERM: every wait returns, the objects and the port close as on any exit.
+    install_stop_handlers();
     std::string err;
     auto ctx = api::open_device(a.device, a.attach, err);
     if (!ctx) {
+        if (stop_requested()) return report_stop("pingpong");
         std::fprintf(stderr, "hcaemu pingpong: %s\n", err.c_str());
         return kExitFail;
     }
@@ -493,6 +501,7 @@ int cmd_pingpong(int argc, char** argv) {
         Pingpong pp(*ctx, a);
         r = pp.run();
     }
+    if (r && stop_requested()) return report_stop("pingpong");
     if (a.stats) print_stats(*ctx);
     return r;
 }

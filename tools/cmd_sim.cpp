@@ -13,6 +13,7 @@
 #include "packet/dissect.hpp"
 #include "tools/cli.hpp"
 #include "tools/sim_pair.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::tools {
 
@@ -192,6 +193,8 @@ Mtu mtu_enum(uint32_t b) {
 int cmd_sim(int argc, char** argv) {
     Args a;
     if (int r = parse_args(argc, argv, a); r != 0) return r < 0 ? kExitOk : r;
+    // SIGINT/SIGTERM end a long run (--count up to 10^6): the capture is flushed, no summary.
+    install_stop_handlers();
     const bool atomic_only = a.op == Op::cmp_swap || a.op == Op::fetch_add;
     if (atomic_only) a.size = 8;
     if (a.op == Op::ud_send && a.size > a.mtu) return usage_error("sim", "ud_send: --size must fit one MTU (" + std::to_string(a.mtu) + ")");
@@ -311,12 +314,14 @@ int cmd_sim(int argc, char** argv) {
     const size_t want_b = reliable ? recvs_needed : 0;
     Wc buf[64];
     const bool finished = p.run_until([&] {
+        if (stop_requested()) return true;
         post_more();
         int n;
         while ((n = p.side[0].cq.poll(buf)) > 0) wa.insert(wa.end(), buf, buf + n);
         while ((n = p.side[1].cq.poll(buf)) > 0) wb.insert(wb.end(), buf, buf + n);
         return posted == a.count && wa.size() >= a.count && wb.size() >= want_b;
     }, 3'600'000'000'000ull);
+    if (stop_requested()) return report_stop("sim");
     // Let stragglers (late duplicates, unreliable deliveries) land, then take the last completions.
     p.run_until([] { return false; }, 50'000'000);
     int n;

@@ -28,7 +28,8 @@ constexpr const char* kHelp =
     "                      (--json, --device unix:PATH)\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
-    "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input.\n";
+    "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input;\n"
+    "128+signal after SIGINT (130) or SIGTERM (143), which pingpong, perf and sim take as a clean stop.\n";
 
 }  // namespace
 

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "tools/stop.hpp"
+
 namespace hcaemu::tools {
 
 namespace asio = boost::asio;
@@ -28,23 +30,27 @@ std::string secs(uint64_t ms) {
     return b;
 }
 
-// Runs the io_context until `done` or the deadline, calling `idle` in between; on the deadline,
-// cancels `s` and waits for the cancelled handlers (they run, and set `done`, with
-// operation_aborted). False when the deadline passed first.
+// Runs the io_context until `done`, the deadline or a stop signal (tools/stop.hpp), calling
+// `idle` in between; then cancels `s` and waits for the cancelled handlers (they run, and set
+// `done`, with operation_aborted). False when the deadline or the stop came first. The run goes in
+// slices of at most 20 ms, so a stop is seen that soon even while the socket is silent (a signal's
+// EINTR does not end Asio's wait).
 template <class Closable>
 bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t timeout_ms,
                const std::function<bool()>& idle = {}) {
     io.restart();
-    if (!idle) {
-        io.run_for(std::chrono::milliseconds(timeout_ms));
-    } else {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        while (!done && std::chrono::steady_clock::now() < end) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!done && !stop_requested()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= end) break;
+        if (!idle) {
+            io.run_for(std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(20)));
+        } else {
             const size_t ran = io.poll();
             if (io.stopped()) io.restart();
             if (!done && !idle() && !ran) io.run_for(std::chrono::microseconds(100));
-            if (io.stopped()) io.restart();
         }
+        if (io.stopped()) io.restart();
     }
     if (done) return true;
     error_code ignored;
@@ -53,6 +59,8 @@ bool run_until(asio::io_context& io, Closable& s, const bool& done, uint64_t tim
     io.run();
     return false;
 }
+
+constexpr const char* kInterrupted = "interrupted by a signal";
 
 }  // namespace
 
@@ -93,7 +101,8 @@ std::unique_ptr<OobConn> OobConn::accept(uint16_t port, uint64_t timeout_ms, std
         done = true;
     });
     if (!run_until(impl->io, acc, done, timeout_ms, idle) || aec) {
-        err = aec && aec != asio::error::operation_aborted
+        err = stop_requested() ? kInterrupted
+              : aec && aec != asio::error::operation_aborted
                   ? "accept on TCP port " + std::to_string(port) + ": " + aec.message()
                   : "no client connected to TCP port " + std::to_string(port) + " within " + secs(timeout_ms);
         return nullptr;
@@ -118,7 +127,7 @@ std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port
     std::string last = "timed out";
     for (;;) {
         const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline) break;
+        if (now >= deadline || stop_requested()) break;
         const auto left = uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count());
         bool done = false;
         error_code cec;
@@ -137,8 +146,12 @@ std::unique_ptr<OobConn> OobConn::connect(const std::string& host, uint16_t port
         impl->sock.close(ec);
         // The server may not be listening yet (it starts in parallel): try again shortly.
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-        while (std::chrono::steady_clock::now() < until)
+        while (std::chrono::steady_clock::now() < until && !stop_requested())
             if (!idle || !idle()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (stop_requested()) {
+        err = kInterrupted;
+        return nullptr;
     }
     err = "cannot connect to " + host + ":" + std::to_string(port) + " within " + secs(timeout_ms) + " (" + last + ")";
     return nullptr;
@@ -156,7 +169,7 @@ bool OobConn::read_exact(std::span<uint8_t> buf, uint64_t timeout_ms, std::strin
     const bool in_time = run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_);
     const std::string part = " (" + std::to_string(got) + " of " + std::to_string(buf.size()) + " bytes came)";
     if (!in_time) {
-        err = (got ? "the peer stopped sending for " : "the peer sent nothing for ") + secs(timeout_ms) + part;
+        err = stop_requested() ? kInterrupted + part : (got ? "the peer stopped sending for " : "the peer sent nothing for ") + secs(timeout_ms) + part;
         return false;
     }
     if (rec) {
@@ -175,7 +188,7 @@ bool OobConn::write_all(std::span<const uint8_t> buf, uint64_t timeout_ms, std::
         done = true;
     });
     if (!run_until(impl_->io, impl_->sock, done, timeout_ms, impl_idle_)) {
-        err = "the peer took nothing for " + secs(timeout_ms);
+        err = stop_requested() ? kInterrupted : "the peer took nothing for " + secs(timeout_ms);
         return false;
     }
     if (wec) {

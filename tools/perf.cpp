@@ -34,6 +34,7 @@
 #include "tools/oob.hpp"
 #include "tools/oob_tcp.hpp"
 #include "tools/perf.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::tools::perf {
 
@@ -475,6 +476,7 @@ bool Session::wait(Cond cond, const char* what, uint64_t deadline) {
         ctx_.poll();
         if (!drain_cq()) return false;
         if ((turn & 15) == 0 && deadline != UINT64_MAX && now_ns() >= deadline) return true;
+        if ((turn & 15) == 0 && stop_requested()) return fail("interrupted by a signal");
         if ((turn & 255) == 0) {
             const uint64_t t = now_ns();
             if (total_sent_ + total_recvd_ != seen) {
@@ -618,6 +620,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
         ctx_.poll();
         if (!drain_cq()) return false;
         if ((turn & 255) == 0) {
+            if (stop_requested()) return fail("interrupted by a signal");
             const uint64_t t = now_ns();
             if (total_sent_ != seen) {
                 seen = total_sent_;

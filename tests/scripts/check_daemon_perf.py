@@ -8,6 +8,9 @@
 - Two clients on one daemon: server and client both on A (the daemon loops its own traffic back).
 - A client SIGKILLed in the middle of a transfer while a second pair runs beside it: the second pair
   finishes with its data right; `hcaemu res show` then lists none of the killed process's objects.
+- SIGTERM to a perf client of A mid-transfer: exit 143 with one 'interrupted by SIGTERM' line, its
+  objects gone from A, its peer failing with a message; to a perf server of B waiting for its
+  client: exit 143.
 - `hcaemu stat --json` and `hcaemu res show --json` parse and show the traffic.
 - SIGTERM: both daemons exit 0 and remove their sockets.
 """
@@ -122,6 +125,7 @@ def main():
             check_pair(a.hcaemu, "send_lat", B, B, ["-s", "64", "-n", "200", "--check"], [64], 200,
                        "B<->B send_lat -s 64")
             sigkill_case(a.hcaemu, A, B)
+            sigterm_case(a.hcaemu, A, B)
             rc, st, r = (lambda r: (r.returncode, r.stdout, r))(
                 subprocess.run([a.hcaemu, "stat", "--json", "--device", A], capture_output=True, text=True, timeout=30))
             try:
@@ -199,6 +203,53 @@ def sigkill_case(hcaemu, A, B):
         s1.kill()
         s1.communicate()
     expect("SIGKILL case: the victim's peer exits with a failure, not a hang", s1.returncode not in (0, None))
+
+
+def sigterm_case(hcaemu, A, B):
+    """A perf client (through A) stopped by SIGTERM mid-transfer, then a server (through B) waiting."""
+    port = free_port()
+    srv, _ = start_server(hcaemu, "write_bw", B, port, ["-s", "4096", "-n", "2000000", "--oob-timeout", "5"])
+    cli = subprocess.Popen([hcaemu, "perf", "write_bw", "--device", A, "-p", str(port), "--oob-timeout", "5",
+                            "-s", "4096", "-n", "2000000", "127.0.0.1"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    seen = False
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not seen and cli.poll() is None:
+        rc, objs, _ = res_json(hcaemu, A, "qp")
+        seen = rc == 0 and isinstance(objs, list) and any(o.get("pid") == cli.pid and o.get("state") == "RTS"
+                                                          for o in objs)
+        time.sleep(0.1)
+    time.sleep(0.5)  # into the transfer
+    cli.send_signal(signal.SIGTERM)
+    try:
+        co, ce = cli.communicate(timeout=30)
+        so, se = srv.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        cli.kill()  # our own children, by their handles
+        srv.kill()
+        co, ce = cli.communicate()
+        so, se = srv.communicate()
+    d = f"client rc={cli.returncode}\n{co}\n{ce}\nserver rc={srv.returncode}\n{so}\n{se}"
+    expect("SIGTERM case: the client through A mid-transfer exits 143, 'hcaemu perf: interrupted by SIGTERM' once",
+           seen and cli.returncode == 143 and ce.count("hcaemu perf: interrupted by SIGTERM\n") == 1
+           and ce.count("hcaemu perf:") == 1, d)
+    left = {}
+    for kind in ("pd", "mr", "cq", "qp"):
+        rc, objs, _ = res_json(hcaemu, A, kind)
+        left[kind] = None if objs is None else [o for o in objs if o.get("pid") == cli.pid]
+    expect("SIGTERM case: A lists none of the stopped client's objects", all(v == [] for v in left.values()), left)
+    expect("SIGTERM case: its peer server exits 1 with a message", srv.returncode == 1 and "hcaemu perf: " in se, d)
+
+    srv, head = start_server(hcaemu, "write_bw", B, free_port(), ["--oob-timeout", "60"])
+    srv.send_signal(signal.SIGTERM)
+    try:
+        so, se = srv.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        so, se = srv.communicate()
+    expect("SIGTERM case: a server through B waiting for its client exits 143, says so",
+           srv.returncode == 143 and se.count("hcaemu perf: interrupted by SIGTERM\n") == 1,
+           f"rc={srv.returncode}\n{''.join(head)}{so}\n{se}")
 
 
 def finish():

@@ -14,17 +14,22 @@ client puts on the wire are those rdma_rxe sent under the real perftest in the r
 (opcodes, AckReq, lengths, atomic operands, the walk through the buffer). Bad arguments; an
 unreachable server; a server nobody connects to; a peer speaking another perftest version or not
 perftest at all (a fake peer in this script): each with its message and exit status (cli.hpp:
-1 the job failed, 2 bad arguments).
+1 the job failed, 2 bad arguments). SIGTERM to a server waiting for its client, to a send_bw server
+and to a write_bw client in mid-transfer: exit 143, one 'interrupted by SIGTERM' line, the memif
+socket file removed, the --pcap file complete (every record whole); the peer fails with a message.
 """
 import argparse
 import json
 import os
 import re
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 failures = []
 EAL = "--no-huge -m 256 --no-pci --no-shconf --log-level lib.eal:error"
@@ -207,10 +212,110 @@ def check_errors(hcaemu):
            r.returncode == 1 and "not a perftest version: no_terminator" in r.stderr, r.stderr)
 
 
+def pcap_frames(path):
+    """The number of records of a classic pcap file if it is whole (header, then records that end
+    exactly at the end of the file), else None."""
+    try:
+        with open(path, "rb") as f:
+            b = f.read()
+    except OSError:
+        return None
+    if len(b) < 24 or b[:4] not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        return None
+    off, n = 24, 0
+    while off + 16 <= len(b):
+        incl = struct.unpack_from("<I", b, off + 8)[0]
+        off += 16 + incl
+        n += 1
+    return n if off == len(b) else None
+
+
+def wait_for(cond, limit=30.0):
+    end = time.monotonic() + limit
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.1)
+    return cond()
+
+
+def check_signals(hc):
+    with tempfile.TemporaryDirectory(prefix="hcaemu-perf-sig-") as tmp:
+        sock = os.path.join(tmp, "memif.sock")
+        common = f"socket={sock},socket-abstract=no,bsize=10240"
+        tag = f"{os.getpid()}sig"
+
+        def server(test, args, pcap, n):
+            return subprocess.Popen([hc, "perf", test] + args + ["--ip", "198.18.0.1/24", "--pcap", pcap, "--eal",
+                                     f"{EAL} -l 0 --file-prefix=ps{tag}{n} --vdev=net_memif0,role=server,{common}"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def client(test, args, pcap, n):
+            return subprocess.Popen([hc, "perf", test] + args + ["--ip", "198.18.0.2/24", "--pcap", pcap, "--eal",
+                                     f"{EAL} -l 1 --file-prefix=pc{tag}{n} --vdev=net_memif0,role=client,{common}",
+                                     "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def finish(p, timeout=60):
+            try:
+                so, se = p.communicate(timeout=timeout)
+                return p.returncode, so, se
+            except subprocess.TimeoutExpired:
+                p.kill()  # our own child, by its handle
+                so, se = p.communicate()
+                return "timeout", so, se
+
+        def stopped_clean(label, rc, so, se, pcap, min_frames):
+            frames = pcap_frames(pcap)
+            d = f"rc={rc} frames={frames}\n{so}\n{se}"
+            expect(f"{label}: exit 143, 'hcaemu perf: interrupted by SIGTERM' once, no other message of ours",
+                   rc == 143 and se.count("hcaemu perf: interrupted by SIGTERM\n") == 1
+                   and se.count("hcaemu perf:") == 1, d)
+            expect(f"{label}: the memif socket file is gone", not os.path.exists(sock), d)
+            expect(f"{label}: the pcap file is whole, with at least {min_frames} frame(s)",
+                   frames is not None and frames >= min_frames, d)
+
+        # A server waiting for its client.
+        pcap = os.path.join(tmp, "wait.pcap")
+        srv = server("write_bw", ["-p", str(free_port()), "--oob-timeout", "60"], pcap, 1)
+        up = wait_for(lambda: os.path.exists(sock) or srv.poll() is not None)
+        for line in srv.stdout:
+            if "Waiting for client" in line:
+                break
+        srv.send_signal(signal.SIGTERM)
+        rc, so, se = finish(srv)
+        stopped_clean("SIGTERM to a server waiting for its client", rc if up else "no socket", so, se, pcap, 0)
+
+        # Mid-transfer: the send_bw server receiving (-D 30: a long timed run), then the write_bw
+        # client writing. The peer fails within its --oob-timeout, with a message.
+        for n, test, victim in ((2, "send_bw", "server"), (3, "write_bw", "client")):
+            port = str(free_port())
+            args = ["-p", port, "--oob-timeout", "5", "-s", "64", "-D", "30"]
+            spcap, cpcap = os.path.join(tmp, f"s{n}.pcap"), os.path.join(tmp, f"c{n}.pcap")
+            srv = server(test, args, spcap, n)
+            wait_for(lambda: os.path.exists(sock) or srv.poll() is not None)
+            cli = client(test, args, cpcap, n)
+            head = []
+            for line in cli.stdout:  # bounded by the client's own timeouts
+                head.append(line)
+                if "#bytes" in line:  # the table's header: the transfer starts
+                    break
+            # mid-transfer: the victim's capture has grown past 64 KiB (or 30 s went by)
+            vpcap = spcap if victim == "server" else cpcap
+            wait_for(lambda: os.path.exists(vpcap) and os.path.getsize(vpcap) > 65536)
+            (srv if victim == "server" else cli).send_signal(signal.SIGTERM)
+            rc_v, so_v, se_v = finish(srv if victim == "server" else cli)
+            rc_p, so_p, se_p = finish(cli if victim == "server" else srv)
+            if victim == "client":
+                so_v = "".join(head) + so_v
+            label = f"SIGTERM to a {test} {victim} mid-transfer"
+            stopped_clean(label, rc_v, so_v, se_v, vpcap, 100)
+            expect(f"{label}: the peer exits 1 within its timeout, with a message",
+                   rc_p == 1 and re.search(r"hcaemu perf: (no progress|no completion|out-of-band|completion error)", se_p)
+                   is not None, f"rc={rc_p}\n{so_p}\n{se_p}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones)")
+    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones, 'signals': SIGTERM's)")
     ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
@@ -219,6 +324,8 @@ def main():
         check_ud(hc)
     if a.only == "timed":
         check_timed_all(hc)
+    if a.only == "signals":
+        check_signals(hc)
     for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
         if a.only and test != a.only:
             continue
@@ -386,6 +493,7 @@ def more(hc):
     r, t = run_pair(hc, "write_bw", ["-n", "50", "-s", "65536", "--report_gbits"])
     expect("write_bw --report_gbits: Gb/sec columns", r is not None and r[3] == 0 and "BW peak[Gb/sec]" in r[4], r or t)
     check_errors(hc)
+    check_signals(hc)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ hostile client, a peer address that never answers ARP. Every process has a deadl
 import argparse
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -126,10 +127,86 @@ def fake_server(port, reply, got, hold=False):
     srv.close()
 
 
+def wait_for(cond, limit=30.0):
+    """Polls cond() every 0.1 s until true or `limit` seconds; returns its last value."""
+    end = time.monotonic() + limit
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.1)
+    return cond()
+
+
+def check_signals(h, tmp):
+    # SIGINT to a client in the middle of a long run (ibv_rc_pingpong's -n at 10^8).
+    sock = os.path.join(tmp, "memif-sig.sock")
+    port = str(free_port())
+    n = ["-s", "64", "-n", "100000000", "-g", "1", "--timeout", "5"]
+    ps = start([h, "pingpong", "-p", port] + n + ["--eal", eal(0, memif("server", sock)), "--ip", "198.18.0.1/24"])
+    wait_for(lambda: os.path.exists(sock) or ps.poll() is not None)
+    pc = start([h, "pingpong", "-p", port] + n + ["--eal", eal(1, memif("client", sock)), "--ip", "198.18.0.2/24",
+                                                  "127.0.0.1"])
+    head = []
+    for line in pc.stdout:  # the client's own --timeout bounds this
+        head.append(line.decode(errors="replace"))
+        if "remote address" in head[-1]:
+            break
+    time.sleep(0.5)  # into the ping-pong loop
+    pc.send_signal(signal.SIGINT)
+    rc_c, out_c, err_c = finish(pc, 30)
+    rc_s, out_s, err_s = finish(ps, 60)
+    out_c = "".join(head) + out_c
+    detail = f"client rc={rc_c}\n{out_c}\n{err_c}\nserver rc={rc_s}\n{out_s}\n{err_s}"
+    expect("SIGINT to a client mid-run: exit 130, 'hcaemu pingpong: interrupted by SIGINT', no result",
+           rc_c == 130 and err_c.count("hcaemu pingpong: interrupted by SIGINT\n") == 1 and "iters in" not in out_c
+           and "remote address" in out_c, detail)
+    expect("SIGINT to a client mid-run: nothing else on its stderr but DPDK's",
+           all(l.startswith(("rte_", "TELEMETRY", "Device with port_id", "memif_", "hcaemu pingpong: interrupted"))
+               for l in err_c.splitlines()), detail)
+    # (its SEND's retries run out first, or, if it was waiting for a SEND, --timeout)
+    expect("... its server fails within its timeout: exit 1, says why",
+           rc_s == 1 and ("Failed status transport retry counter exceeded" in err_s
+                          or re.search(r"no completion for 5 s \(sent \d+, received \d+ of 100000000\)", err_s)), detail)
+    expect("... the server's memif socket file is gone", not os.path.exists(sock), detail)
+
+    # SIGTERM to a server waiting for its client: the port closed (memif socket file removed).
+    sock = os.path.join(tmp, "memif-sig2.sock")
+    ps = start([h, "pingpong", "-p", str(free_port()), "--timeout", "60", "--eal", eal(0, memif("server", sock)),
+                "--ip", "198.18.0.1/24"])
+    up = wait_for(lambda: os.path.exists(sock) or ps.poll() is not None)
+    ps.send_signal(signal.SIGTERM)
+    rc, out, err = finish(ps, 30)
+    expect("SIGTERM to a server waiting for a client: exit 143, says so once, the memif socket file gone",
+           up and rc == 143 and err.count("hcaemu pingpong: interrupted by SIGTERM\n") == 1 and not os.path.exists(sock),
+           (up, rc, out, err))
+
+    # Two signals at once: a stopped process gets SIGTERM and SIGINT, then SIGCONT; both are
+    # delivered together, so the second finds the first's stop under way: the immediate exit
+    # (128 + the second signal, by Linux's order SIGTERM's), without the clean stop's message.
+    sock = os.path.join(tmp, "memif-sig3.sock")
+    ps = start([h, "pingpong", "-p", str(free_port()), "--timeout", "60", "--eal", eal(0, memif("server", sock)),
+                "--ip", "198.18.0.1/24"])
+    up = wait_for(lambda: os.path.exists(sock) or ps.poll() is not None)
+    ps.send_signal(signal.SIGSTOP)
+    ps.send_signal(signal.SIGTERM)
+    ps.send_signal(signal.SIGINT)
+    ps.send_signal(signal.SIGCONT)
+    rc, out, err = finish(ps, 30)
+    expect("two signals at once: exit 128+signal at once, 'second signal' said, no clean-stop message",
+           up and rc in (130, 143) and "hcaemu: second signal: exiting now, without the clean stop" in err
+           and "interrupted by" not in err, (up, rc, out, err))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    h = ap.parse_args().hcaemu
+    ap.add_argument("--only", choices=["signals"], help="run the signal checks only")
+    args = ap.parse_args()
+    h = args.hcaemu
+    if args.only == "signals":
+        with tempfile.TemporaryDirectory() as tmp:
+            check_signals(h, tmp)
+        for f in failures:
+            print(" -", f)
+        return 1 if failures else 0
     with tempfile.TemporaryDirectory() as tmp:
         # 64 B (SEND Only) and 10000 B (FIRST, MIDDLE..., LAST at MTU 1024), with -c.
         pcap = os.path.join(tmp, "pp.pcap")
@@ -302,6 +379,8 @@ def main():
                 k.close()
             expect(f"client {what}: exit 1", rc == 1 and "Couldn't read remote address: " + want in err, (rc, err))
             expect(f"client {what}: the DPDK port was closed", not os.path.exists(os.path.join(tmp, "lonely.sock")))
+
+        check_signals(h, tmp)
 
     if failures:
         print(f"{len(failures)} check(s) failed:")

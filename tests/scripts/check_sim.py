@@ -2,12 +2,15 @@
 """`hcaemu sim` end to end: every operation verifies under seeded faults; every frame it puts on
 the wire, written with --pcap, parses with hcaemu's packet layer (dissect --strict) and decodes in
 tshark with no malformed frame; a run that must fail exits 1 with the first difference; bad
-arguments exit 2."""
+arguments exit 2; SIGINT ends a long run with exit 130, one message and a whole capture."""
 import argparse
 import os
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 failures = []
 
@@ -61,6 +64,33 @@ def main():
             rc, out, err = run([h, "sim", "--op", op, "--size", "500", "--count", "20", "--pcap", p2])
             rc2, out2, _ = run([h, "dissect", "--strict", "--brief", p2])
             expect(f"{op} pcap parses", rc == 0 and rc2 == 0, (rc, rc2, out2[-500:]))
+
+        # SIGINT in a long run: exit 130, one message, no summary, the capture whole (its records
+        # end exactly at the end of the file).
+        p3 = os.path.join(tmp, "sig.pcap")
+        pr = subprocess.Popen([h, "sim", "--op", "write", "--size", "64", "--count", "1000000", "--pcap", p3],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Into the run: frames reach the file (past its 24-byte header) in the writer's buffer-sized
+        # steps.
+        end = time.monotonic() + 60
+        while (not os.path.exists(p3) or os.path.getsize(p3) <= 24) and pr.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        pr.send_signal(signal.SIGINT)
+        try:
+            so, se = pr.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pr.kill()  # our own child, by its handle
+            so, se = pr.communicate()
+        so, se = so.decode(errors="replace"), se.decode(errors="replace")
+        b = open(p3, "rb").read() if os.path.exists(p3) else b""
+        off, frames = 24, 0
+        while off + 16 <= len(b):
+            off += 16 + struct.unpack_from("<I", b, off + 8)[0]
+            frames += 1
+        expect("SIGINT: exit 130, 'hcaemu sim: interrupted by SIGINT', no summary",
+               pr.returncode == 130 and se == "hcaemu sim: interrupted by SIGINT\n" and "verify" not in so,
+               (pr.returncode, so[-500:], se))
+        expect("SIGINT: the capture is whole", len(b) >= 24 and off == len(b) and frames > 0, (len(b), off, frames))
 
     # A run that cannot succeed: no retries over a lossy wire. Exit 1, naming what went wrong.
     rc, out, err = run([h, "sim", "--op", "write", "--count", "50", "--loss", "0.5", "--retry-cnt", "0", "--quiet"])

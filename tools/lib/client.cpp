@@ -30,6 +30,7 @@
 #include "tools/lib/proto.hpp"
 #include "tools/lib/ring.hpp"
 #include "tools/lib/shm.hpp"
+#include "tools/stop.hpp"
 
 namespace hcaemu::api {
 
@@ -143,7 +144,9 @@ bool Conn::send_msg(const void* data, size_t n, int fd, Clock::time_point deadli
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             pollfd p{fd_, POLLOUT, 0};
-            if (::poll(&p, 1, ms_left(deadline)) <= 0) return false;  // silent daemon: deadline
+            const int pr = ::poll(&p, 1, ms_left(deadline));
+            if (pr < 0 && errno == EINTR) continue;  // a signal (the tools' stop): the deadline still holds
+            if (pr <= 0) return false;                 // silent daemon: deadline
             continue;
         }
         return false;
@@ -239,7 +242,9 @@ size_t Conn::pump(int timeout_ms) {
         const int left = ms_left(deadline);
         if (left == 0) break;
         pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, left) <= 0) break;
+        const int pr = ::poll(&p, 1, left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) break;
     }
     return got;
 }
@@ -297,7 +302,9 @@ Status Conn::call(ctl::Op op, const void* body, size_t n, void* out, size_t out_
             if (dead_) break;
             pollfd p{fd_, POLLIN, 0};
             const int left = ms_left(deadline);
-            if (left == 0 || ::poll(&p, 1, left) <= 0) {
+            const int pr = left == 0 ? 0 : ::poll(&p, 1, left);
+            if (pr < 0 && errno == EINTR) continue;  // a signal: the reply is still awaited, in the deadline
+            if (pr <= 0) {
                 close_fd();  // silent for kCallTimeoutMs: taken as gone (a late reply could not be matched safely)
                 break;
             }
@@ -949,6 +956,10 @@ public:
             if (rep.state == uint8_t(ctl::Neighbor::resolved)) return true;
             if (rep.state != uint8_t(ctl::Neighbor::pending)) {
                 err = "the peer did not answer ARP/ND";
+                return false;
+            }
+            if (tools::stop_requested()) {
+                err = "interrupted by a signal";
                 return false;
             }
             if (Clock::now() >= deadline) {
