@@ -823,7 +823,7 @@ bool Session::write_dump(int rc) {
     FILE* f = std::fopen(bin.c_str(), "wb");
     if (!f) return fail("--dump: cannot write " + bin + ": " + std::strerror(errno));
     bool ok = std::fwrite(mem_.data, 1, mem_len_, f) == mem_len_ &&
-              std::fwrite(rec_bytes_.data(), 1, rec_used_, f) == rec_used_;
+              (rec_used_ == 0 || std::fwrite(rec_bytes_.data(), 1, rec_used_, f) == rec_used_);  // no records: data() may be null
     ok = std::fclose(f) == 0 && ok;
     if (!ok) return fail("--dump: cannot write " + bin);
     static const char* const kTests[] = {"send_bw", "write_bw", "read_bw", "atomic_bw"};
