@@ -312,10 +312,55 @@ def check_signals(hc):
                    is not None, f"rc={rc_p}\n{so_p}\n{se_p}")
 
 
+def check_flags(hc):
+    """perftest's -d -i -x -t -o: taken, and shown in the banner as perftest shows them."""
+    def line(out, key):
+        return [l for l in out.splitlines() if key in l]
+
+    args = ["-n", "200", "-s", "64", "-d", "hcaemu_flagdev", "-i", "1", "-x", "1", "-t", "64", "--check"]
+    r, t = run_pair(hc, "write_bw", args)
+    if r is None:
+        expect("write_bw -d -i 1 -x 1 -t 64: both ends finish", False, t)
+    else:
+        rs, so, se, rc, co, ce = r
+        detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+        expect("write_bw -d -i 1 -x 1 -t 64: both exit 0, data check: ok",
+               rs == 0 and rc == 0 and so.count("data check: ok") == 1 and "FAILED" not in so + co, detail)
+        expect("-d NAME: both print it as the device",
+               all(any(re.search(r"Device\s+: hcaemu_flagdev$", l) for l in line(o, "Device")) for o in (so, co)),
+               detail)
+        expect("-x 1: both print GID index 1",
+               all(line(o, "GID index") == [" GID index       : 1"] for o in (so, co)), detail)
+        expect("-t 64: the client prints TX depth 64 (the server, as perftest's, none)",
+               line(co, "TX depth") == [" TX depth        : 64"] and line(so, "TX depth") == [], detail)
+        expect("-t 64: client's table has 200 iterations of 64 B", results(co) == [(64, 200)], detail)
+    r, t = run_pair(hc, "read_bw", ["-n", "200", "-s", "4000", "-o", "4", "--check"])
+    if r is None:
+        expect("read_bw -o 4: both ends finish", False, t)
+    else:
+        rs, so, se, rc, co, ce = r
+        detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+        expect("read_bw -o 4: both exit 0, data check: ok",
+               rs == 0 and rc == 0 and co.count("data check: ok") == 1 and "FAILED" not in so + co, detail)
+        expect("-o 4: both print Outstand reads 4",
+               all(line(o, "Outstand reads") == [" Outstand reads  : 4"] for o in (so, co)), detail)
+    r = subprocess.run([hc, "perf", "write_bw", "-i", "2", "--ip", "198.18.0.2/24"], capture_output=True, text=True,
+                       timeout=60)
+    expect("-i 2: exit 2, says the device has one port",
+           r.returncode == 2 and "-i: the device has one port, 1" in r.stderr, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}")
+    # the GIDs are looked at once the TCP connection is up (as perftest does): a client, to a fake peer
+    peer = FakePeer(b"6.06" + bytes(12))
+    r = subprocess.run([hc, "perf", "write_bw", "-x", "5", "-p", str(peer.port), "--oob-timeout", "10"] +
+                       null_eal(f"{os.getpid()}x") + ["127.0.0.1"], capture_output=True, text=True, timeout=60)
+    peer.t.join(30)
+    expect("-x 5 (no such GID): exit 1, says so",
+           r.returncode == 1 and "-x 5: no such GID" in r.stderr, f"rc={r.returncode}\n{r.stdout}\n{r.stderr}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones, 'signals': SIGTERM's)")
+    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones, 'signals': SIGTERM's, 'flags': -d -i -x -t -o)")
     ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
@@ -326,6 +371,8 @@ def main():
         check_timed_all(hc)
     if a.only == "signals":
         check_signals(hc)
+    if a.only == "flags":
+        check_flags(hc)
     for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
         if a.only and test != a.only:
             continue
@@ -336,6 +383,7 @@ def main():
             check_pair(hc, test, ["-n", str(iters), "-s", str(size), "--check"], [size], iters)
     if not a.only:
         more(hc)
+        check_flags(hc)
         if a.captures:
             check_wire(hc, a.captures)
     if failures:
