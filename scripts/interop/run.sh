@@ -135,6 +135,14 @@ loss5-read_bw-8192-rxe_srv   | read_bw    | rxe    | -s 8192 -n 32              
 loss5-read_bw-8192-hcaemu_srv | read_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
 loss5-send_bw-8192-rxe_srv   | send_bw    | rxe    | -s 8192 -n 32                  | loss 5% | 120
 loss5-send_bw-8192-hcaemu_srv | send_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 120
+v6-loss5-pingpong-4096-rxe_srv | pingpong | rxe  | -s 4096 -n 50 -c               | noack loss 5% | 120
+v6-loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c            | noack loss 5% | 120
+v6-loss5-write_bw-8192-rxe_srv | write_bw | rxe    | -s 8192 -n 32                  | loss 5% | 120
+v6-loss5-write_bw-8192-hcaemu_srv | write_bw | hcaemu | -s 8192 -n 32               | loss 5% | 120
+v6-loss5-read_bw-8192-rxe_srv | read_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+v6-loss5-read_bw-8192-hcaemu_srv | read_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
+v6-loss5-send_bw-8192-rxe_srv | send_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+v6-loss5-send_bw-8192-hcaemu_srv | send_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
 '
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
@@ -377,12 +385,15 @@ cap_dropped() {  # cap_dropped FILE: frames the kernel dropped before tcpdump re
 netem_script() {  # netem_script 'ARGS' | 'noack ARGS': the guest's tc commands for eth0
   case $1 in
     noack\ *)  # prio band 1:1 (default, and ACK/NAK: BTH opcode 0x11, 28 bytes into the IPv4
-               # packet without options) passes; other UDP 4791 goes to band 1:2 with netem
+               # packet without options, 48 into the IPv6 one without extension headers) passes;
+               # other UDP 4791 goes to band 1:2 with netem
       cat <<EOF
 tc qdisc replace dev eth0 root handle 1: prio bands 2 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 &&
 tc qdisc add dev eth0 parent 1:2 handle 20: netem ${1#noack } &&
 tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff match u8 0x11 0xff at 28 flowid 1:1 &&
 tc filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:2 &&
+tc filter add dev eth0 parent 1: protocol ipv6 prio 3 u32 match ip6 protocol 17 0xff match ip6 dport 4791 0xffff match u8 0x11 0xff at 48 flowid 1:1 &&
+tc filter add dev eth0 parent 1: protocol ipv6 prio 4 u32 match ip6 protocol 17 0xff match ip6 dport 4791 0xffff flowid 1:2 &&
 tc qdisc show dev eth0 && tc filter show dev eth0
 EOF
       ;;
