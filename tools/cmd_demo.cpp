@@ -20,6 +20,7 @@
 #include "tools/cli.hpp"
 #include "tools/samples.hpp"
 #include "tools/sim_pair.hpp"
+#include "tools/stop.hpp"
 #include "transport/hca.hpp"
 
 namespace hcaemu::tools {
@@ -258,7 +259,8 @@ class Demo {
 public:
     Demo(tools::SimPair::Side* s, bool quiet, uint32_t region) : s_(s), quiet_(quiet), region_(region) {}
 
-    // Polls both HCAs until A has `want_a` CQEs and B `want_b`, or 10 s pass. False on timeout.
+    // Polls both HCAs until A has `want_a` CQEs and B `want_b`, or 10 s pass, or SIGINT/SIGTERM
+    // came. False on timeout or stop.
     bool run(size_t want_a, size_t want_b) {
         wa_.clear();
         wb_.clear();
@@ -271,6 +273,7 @@ public:
             while ((k = s_[0].cq.poll(wc)) > 0) wa_.insert(wa_.end(), wc, wc + k);
             while ((k = s_[1].cq.poll(wc)) > 0) wb_.insert(wb_.end(), wc, wc + k);
             if (wa_.size() >= want_a && wb_.size() >= want_b) return wa_.size() == want_a && wb_.size() == want_b;
+            if (stop_requested()) break;
             if ((turn & 1023) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) break;
         }
         return false;
@@ -377,6 +380,9 @@ void fill(uint8_t* p, uint32_t len, uint32_t seed) {
 }
 
 int run_link(const std::string& file, int64_t size, bool quiet) {
+    // Each operation may wait up to 10 s for its completions (a lost frame, a stuck engine): a
+    // SIGINT/SIGTERM ends that wait, the capture is flushed and the port closed on the way out.
+    install_stop_handlers();
     port::PcapWriter pcap(file);
     if (!pcap.ok()) {
         std::fprintf(stderr, "hcaemu demo: %s\n", pcap.error().c_str());
@@ -481,6 +487,7 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
         if (!ok) break;
         const size_t want_b = op.opcode == WrOpcode::send ? 1 : 0;
         if (!d.run(1, want_b)) {
+            if (stop_requested()) break;
             d.fail(std::string(op.title) + ": the completions did not come within 10 s");
             break;
         }
@@ -510,6 +517,7 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
     }
     for (int i = 0; i < 2; ++i) s[i].hca->set_trace(nullptr, nullptr);
     pcap.flush();
+    if (stop_requested()) return report_stop("demo");
     if (nar.bad_frames) d.fail(std::to_string(nar.bad_frames) + " frame(s) sent did not parse");
     std::printf("\n%d of 5 operations completed and verified; %" PRIu64 " frames written to %s\n", done, nar.frames,
                 file.c_str());

@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM for the hcaemu tools that wait on a peer (pingpong, perf): the handler only notes
+// SIGINT/SIGTERM for the hcaemu tools that wait (pingpong, perf, sim, demo): the handler only notes
 // the signal; every wait loop asks stop_requested() and unwinds, so that destructors close the
 // ethdev (a net_memif socket file is removed, the peer sees a disconnect) and flush the capture.
 // A second signal while stopping exits at once, as hcaemud does.
