@@ -104,7 +104,7 @@ private:
         return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
-    // One engine turn; with --stats, the gap since the previous one is measured (Env).
+    // One engine turn; with --stats, the gap since the previous turn of the same wait is measured (Env).
     size_t engine_turn() {
         if (o_.stats) {
             const uint64_t t = now_ns();
@@ -118,6 +118,7 @@ private:
     // latency: the server waits for the client's run), so with -D the wait takes its time too
     bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what, bool run_wait = false) {
         std::string e;
+        last_turn_ns_ = 0;  // the gap before this wait is setup, not a stall
         const uint64_t rd = o_.oob_timeout_ms + (run_wait && timed_ ? uint64_t(o_.duration) * 1000 : 0);
         bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, rd, e)
                           : conn_.read_exact(theirs, rd, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
@@ -479,6 +480,7 @@ bool Session::drain_cq() {
 
 template <class Cond>
 bool Session::wait(Cond cond, const char* what, uint64_t deadline) {
+    last_turn_ns_ = 0;
     uint64_t last = now_ns();
     uint64_t seen = total_sent_ + total_recvd_;
     for (uint64_t turn = 0;; ++turn) {

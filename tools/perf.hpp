@@ -113,7 +113,7 @@ struct Env {
     api::Context* ctx = nullptr;   // resources, the engine (ctx->poll()), the GID, resolve
     uint64_t resolve_timeout_ms = 60'000;
     FILE* out = stdout;
-    // --stats: the longest time between two engine turns (ctx->poll()), in any phase. A process
+    // --stats: the longest time between two engine turns (ctx->poll()) of one wait. A process
     // left off its CPU for more than retry_cnt + 1 ACK timeouts fails its peer's RC QP.
     uint64_t max_turn_gap_ns = 0;
 };

@@ -51,7 +51,8 @@ const char* const kPerfHelp =
     "                        stall of the RoCE traffic (default 60)\n"
     "      --stats           at the end, also after a failure, print the counters that are not zero\n"
     "                        on stderr, one \"group.name value\" a line: the HCA's (device.), the\n"
-    "                        port's ARP/ND and filter (net.), the ethdev's (link.)\n";
+    "                        port's ARP/ND and filter (net.), the ethdev's (link.), and\n"
+    "                        perf.max_turn_gap_us: the longest time the engine went unturned in a wait\n";
 
 namespace {
 
