@@ -509,8 +509,18 @@ bool DpdkPort::link_up() {
 }
 
 LinkStats DpdkPort::link_stats() const {
-    return LinkStats{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, burst_faults_,
-                     frames_lost_in_fault_};
+    LinkStats l{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, burst_faults_,
+                frames_lost_in_fault_};
+    rte_eth_stats e{};
+    if (open_ && rte_eth_stats_get(port_, &e) == 0) {
+        l.pmd_ipackets = e.ipackets;
+        l.pmd_opackets = e.opackets;
+        l.pmd_ierrors = e.ierrors;
+        l.pmd_oerrors = e.oerrors;
+        l.pmd_imissed = e.imissed;
+        l.pmd_rx_nombuf = e.rx_nombuf;
+    }
+    return l;
 }
 
 void DpdkPort::reconnect() {

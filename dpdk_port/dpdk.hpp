@@ -60,6 +60,15 @@ struct LinkStats {
     uint64_t reconnects = 0;  // a memif client's restarts: at a link down, then 200 ms after a failed one, 5 s after a connect
     uint64_t burst_faults = 0;      // memif bursts cut short by a fault in the PMD (peer's memory gone)
     uint64_t frames_lost_in_fault = 0;  // tx frames of those bursts, left to the PMD (never reused)
+    // The PMD's own counters (rte_eth_stats_get): frames it counts in and out, its errors, and
+    // receives it refused for want of an mbuf. Beside tx_frames/rx_frames they show frames lost
+    // inside the driver.
+    uint64_t pmd_ipackets = 0;
+    uint64_t pmd_opackets = 0;
+    uint64_t pmd_ierrors = 0;
+    uint64_t pmd_oerrors = 0;
+    uint64_t pmd_imissed = 0;
+    uint64_t pmd_rx_nombuf = 0;
 };
 
 class DpdkPort final : public Port {

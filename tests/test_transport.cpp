@@ -227,6 +227,77 @@ TEST_CASE("classic: retry exhaustion -> RETRY_EXC_ERR and the rest flushed", "[t
     CHECK(b.p.side[0].dev->counters().get(Counter::retry_exceeded_err) == 1);
 }
 
+namespace {
+
+// The responder (side 1) does not poll for `stall_ns` of virtual time, as a process the
+// scheduler left off the CPU: the requester's timers run, its frames wait on side 1's rx ring.
+void stall_responder(Bench& b, uint64_t stall_ns) {
+    const uint64_t end = b.p.clock.now_ns() + stall_ns;
+    for (int n = 0; n < 1'000'000 && b.p.clock.now_ns() < end; ++n) {
+        if (b.p.side[0].hca->poll()) continue;
+        const uint64_t next = std::min(b.p.side[0].hca->next_timer_ns(), end);
+        b.p.clock.set(std::max(next, b.p.clock.now_ns() + 1));
+    }
+}
+
+}  // namespace
+
+// Seen with hcaemu perf read_lat over net_memif under load: the server process stalled ~0.6 s,
+// the READ and its retransmissions waited in its ring. Each timeout costs one retry (IBTA 9.7):
+// a stall shorter than retry_cnt + 1 timeouts is survived, each duplicate answered (C9-105).
+TEST_CASE("a responder that stalls 4 ACK timeouts: READ retransmitted 4 times, all answered, one CQE",
+          "[transport][rc][classic]") {
+    Bench b(rc_config());  // timeout 14 (67.1 ms), retry_cnt 7
+    b.fill(1, 512, 2, 31);
+    REQUIRE(b.post(0, WrOpcode::rdma_read, 0, 2, 512, 5) == Status::ok);
+    stall_responder(b, 300'000'000);  // 4 timeouts: 67, 134, 201, 268 ms
+    CHECK(b.count(0, read_request) == 5);
+    CHECK(b.count(1, read_response_only) == 0);
+    CHECK(b.p.wire.rx_pending(1) + b.p.wire.in_flight(0) == 5);  // none taken yet
+    REQUIRE(b.wait_cqes(1, 0));
+    REQUIRE(b.p.run_until([&] { return b.p.wire.idle(); }));
+    REQUIRE(b.cqes[0].size() == 1);
+    CHECK(b.cqes[0][0].status == WcStatus::success);
+    CHECK(std::memcmp(b.mem(0), b.mem(1) + 512, 2) == 0);
+    check_sequence(b, {{0, read_request, 0x100}, {0, read_request, 0x100}, {0, read_request, 0x100},
+                       {0, read_request, 0x100}, {0, read_request, 0x100}, {1, read_response_only, 0x100},
+                       {1, read_response_only, 0x100}, {1, read_response_only, 0x100}, {1, read_response_only, 0x100},
+                       {1, read_response_only, 0x100}});
+    CHECK(b.p.side[0].dev->counters().get(Counter::local_ack_timeout_err) == 4);
+    CHECK(b.p.side[1].dev->counters().get(Counter::duplicate_request) == 4);
+    CHECK(b.p.side[1].dev->counters().get(Counter::rx_drop_no_qp) == 0);
+    CHECK(b.p.side[0].qp.state() == QpState::rts);
+    // the connection goes on
+    b.fill(1, 600, 2, 32);
+    REQUIRE(b.post(0, WrOpcode::rdma_read, 2, 2, 600, 6) == Status::ok);
+    REQUIRE(b.wait_cqes(2, 0));
+    CHECK(b.cqes[0][1].status == WcStatus::success);
+    CHECK(std::memcmp(b.mem(0) + 2, b.mem(1) + 600, 2) == 0);
+}
+
+TEST_CASE("a responder that stalls past retry_cnt + 1 ACK timeouts: RETRY_EXC_ERR after 8 READs, late answers ignored",
+          "[transport][rc][classic]") {
+    Bench b(rc_config());
+    b.fill(1, 512, 2, 33);
+    REQUIRE(b.post(0, WrOpcode::rdma_read, 0, 2, 512, 5) == Status::ok);
+    stall_responder(b, 600'000'000);  // > 8 x 67.1 ms
+    b.poll_cqs();
+    REQUIRE(b.cqes[0].size() == 1);
+    CHECK(b.cqes[0][0].status == WcStatus::retry_exc_err);
+    CHECK(b.cqes[0][0].opcode == WcOpcode::rdma_read);
+    CHECK(b.p.side[0].qp.state() == QpState::err);
+    CHECK(b.count(0, read_request) == 8);  // the original and retry_cnt = 7 retransmissions
+    CHECK(b.p.side[0].dev->counters().get(Counter::local_ack_timeout_err) == 8);
+    CHECK(b.p.side[0].dev->counters().get(Counter::retry_exceeded_err) == 1);
+    // the responder wakes: every request answered, the requester in error takes none of them
+    REQUIRE(b.p.run_until([&] { return b.p.wire.idle(); }));
+    CHECK(b.count(1, read_response_only) == 8);
+    CHECK(b.p.side[1].dev->counters().get(Counter::duplicate_request) == 7);
+    b.poll_cqs();
+    CHECK(b.cqes[0].size() == 1);
+    CHECK(b.p.side[1].qp.state() == QpState::rts);
+}
+
 TEST_CASE("classic: a duplicate atomic is replayed, not executed again", "[transport][rc][classic]") {
     Bench b(rc_config());
     uint64_t v = 1000;

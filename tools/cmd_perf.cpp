@@ -13,6 +13,25 @@
 
 namespace hcaemu::tools {
 
+namespace {
+
+// --stats: every counter that is not zero, "group.name value" a line, on stderr.
+void print_stats(api::Context& ctx, const perf::Env& env) {
+    api::Stats st;
+    if (ctx.read_stats(st) != Status::ok) return;
+    const auto group = [](const char* g, const std::vector<std::pair<std::string, uint64_t>>& v) {
+        for (const auto& [n, x] : v)
+            if (x) std::fprintf(stderr, "%s.%-28s %llu\n", g, n.c_str(), static_cast<unsigned long long>(x));
+    };
+    group("device", st.device);
+    group("net", st.net);
+    group("link", st.link);
+    group("daemon", st.daemon);
+    std::fprintf(stderr, "perf.%-28s %llu\n", "max_turn_gap_us", static_cast<unsigned long long>(env.max_turn_gap_ns / 1000));
+}
+
+}  // namespace
+
 int cmd_perf(int argc, char** argv) {
     if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
         std::fputs(perf::kPerfHelp, argc < 2 ? stderr : stdout);
@@ -75,6 +94,7 @@ int cmd_perf(int argc, char** argv) {
     const int rc = perf::run(o, env, *conn, err);
     if (rc && stop_requested()) return report_stop("perf");
     if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
+    if (o.stats) print_stats(*ctx, env);
     return rc;
 }
 

@@ -100,14 +100,25 @@ private:
     // nap (OobConn sleeps on its socket when this says nothing was done).
     bool idle() {
         const uint64_t t = now_ns();
-        if (ctx_.poll()) last_busy_ns_ = t;
+        if (engine_turn()) last_busy_ns_ = t;
         return t - last_busy_ns_ < 1'000'000;
     }
     uint64_t last_busy_ns_ = 0;
+    // One engine turn; with --stats, the gap since the previous turn of the same wait is measured (Env).
+    size_t engine_turn() {
+        if (o_.stats) {
+            const uint64_t t = now_ns();
+            if (last_turn_ns_ && t - last_turn_ns_ > env_.max_turn_gap_ns) env_.max_turn_gap_ns = t - last_turn_ns_;
+            last_turn_ns_ = t;
+        }
+        return ctx_.poll();
+    }
+    uint64_t last_turn_ns_ = 0;
     // `run_wait`: the peer runs its test before it answers (one-sided BW, read and atomic
     // latency: the server waits for the client's run), so with -D the wait takes its time too
     bool xchg(std::span<const uint8_t> mine, std::span<uint8_t> theirs, const char* what, bool run_wait = false) {
         std::string e;
+        last_turn_ns_ = 0;  // the gap before this wait is setup, not a stall
         const uint64_t rd = o_.oob_timeout_ms + (run_wait && timed_ ? uint64_t(o_.duration) * 1000 : 0);
         bool ok = client_ ? conn_.write_all(mine, o_.oob_timeout_ms, e) && conn_.read_exact(theirs, rd, e)
                           : conn_.read_exact(theirs, rd, e) && conn_.write_all(mine, o_.oob_timeout_ms, e);
@@ -393,7 +404,7 @@ bool Session::connect(size_t q) {
     if (m.ok() && !ud_) {
         a.qp_state = QpState::rts;
         a.sq_psn = mine_[q].psn;
-        a.timeout = 14;
+        a.timeout = o_.qp_timeout;
         a.retry_cnt = 7;
         a.rnr_retry = 7;
         a.max_rd_atomic = uint8_t(std::min<uint32_t>({out_reads_, std::max<uint32_t>(r.out_reads, 1), 255}));
@@ -469,11 +480,12 @@ bool Session::drain_cq() {
 
 template <class Cond>
 bool Session::wait(Cond cond, const char* what, uint64_t deadline) {
+    last_turn_ns_ = 0;
     uint64_t last = now_ns();
     uint64_t seen = total_sent_ + total_recvd_;
     for (uint64_t turn = 0;; ++turn) {
         if (cond()) return true;
-        ctx_.poll();
+        engine_turn();
         if (!drain_cq()) return false;
         if ((turn & 15) == 0 && deadline != UINT64_MAX && now_ns() >= deadline) return true;
         if ((turn & 15) == 0 && stop_requested()) return fail("interrupted by a signal");
@@ -617,7 +629,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 ++total_posted;
             }
         }
-        ctx_.poll();
+        engine_turn();
         if (!drain_cq()) return false;
         if ((turn & 255) == 0) {
             if (stop_requested()) return fail("interrupted by a signal");

@@ -47,11 +47,13 @@ struct Options {
     uint32_t tx_depth = 0;         // -t
     uint32_t rx_depth = 0;         // -r
     uint32_t cq_mod = 0;           // -Q
+    uint8_t qp_timeout = 14;       // -u: Local ACK Timeout, 4.096 us * 2^N (perftest's default 14)
     uint32_t out_reads = 0;        // -o
     AtomicOp atomic = AtomicOp::fetch_and_add;  // -A
     QpType conn = QpType::rc;      // -c
     bool gbits = false;            // --report_gbits
     bool check = false;            // --check (hcaemu's own): verify the data that arrived
+    bool stats = false;            // --stats (hcaemu's own): the non-zero counters on stderr at the end
     std::string dump;              // --dump PREFIX (hcaemu's own): PREFIX.json and PREFIX.bin at the end
     uint64_t oob_timeout_ms = 60'000;  // --oob-timeout SEC: connect, accept, every read; a stall
 };
@@ -111,6 +113,9 @@ struct Env {
     api::Context* ctx = nullptr;   // resources, the engine (ctx->poll()), the GID, resolve
     uint64_t resolve_timeout_ms = 60'000;
     FILE* out = stdout;
+    // --stats: the longest time between two engine turns (ctx->poll()) of one wait. A process
+    // left off its CPU for more than retry_cnt + 1 ACK timeouts fails its peer's RC QP.
+    uint64_t max_turn_gap_ns = 0;
 };
 
 // Runs the whole test over `conn` (already connected or accepted). Returns the exit status

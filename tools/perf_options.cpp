@@ -31,6 +31,8 @@ const char* const kPerfHelp =
     "  -t, --tx-depth N      send queue depth (default 128 for BW, 1 for latency)\n"
     "  -r, --rx-depth N      receive queue depth (send tests; default 512)\n"
     "  -Q, --cq-mod N        one completion every N requests (BW; default 100)\n"
+    "  -u, --qp-timeout N    the RC QP's Local ACK Timeout: 4.096 us * 2^N, 0 none (default 14);\n"
+    "                        retry_cnt is 7, so a peer silent for 8 timeouts ends the run\n"
     "  -o, --outs N          outstanding reads and atomics (default and most: 128)\n"
     "  -A, --atomic_type T   FETCH_AND_ADD (default) or CMP_AND_SWAP\n"
     "  -c, --connection T    RC (default), UC (write and send tests) or UD (send tests; a message\n"
@@ -46,7 +48,11 @@ const char* const kPerfHelp =
     "                        PREFIX.json (QPNs, PSNs, addresses, MTU, the records), for\n"
     "                        tests/scripts/check_capture_data.py to compare with a capture\n"
     "      --oob-timeout SEC wait at most SEC for the peer: connect, accept, every message, and any\n"
-    "                        stall of the RoCE traffic (default 60)\n";
+    "                        stall of the RoCE traffic (default 60)\n"
+    "      --stats           at the end, also after a failure, print the counters that are not zero\n"
+    "                        on stderr, one \"group.name value\" a line: the HCA's (device.), the\n"
+    "                        port's ARP/ND and filter (net.), the ethdev's (link.), and\n"
+    "                        perf.max_turn_gap_us: the longest time the engine went unturned in a wait\n";
 
 namespace {
 
@@ -182,6 +188,9 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             if (!num(1, 1024, v)) return false;
             o.cq_mod = uint32_t(v);
             cq_mod_given = true;
+        } else if (a == "-u" || a == "--qp-timeout") {
+            if (!num(0, 31, v)) return false;  // the 5-bit Local ACK Timeout (IBTA ch. 11)
+            o.qp_timeout = uint8_t(v);
         } else if (a == "-o" || a == "--outs") {
             if (!num(1, 65535, v)) return false;
             o.out_reads = uint32_t(v);
@@ -218,6 +227,8 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             o.gbits = true;
         } else if (a == "--check") {
             o.check = true;
+        } else if (a == "--stats") {
+            o.stats = true;
         } else if (a == "--dump") {
             if (!value("a file prefix")) return false;
             if (val.empty() || val[0] == '-') {
@@ -231,8 +242,7 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
         } else if (a == "-R" || a == "--rdma_cm" || a == "-z" || a == "--com_rdma_cm" || a == "-b" ||
                    a == "--bidirectional" || a == "-e" || a == "--events" || a == "-l" || a == "--post_list" ||
                    a == "-I" || a == "--inline_size" || a == "-g" || a == "--mcg" || a == "-O" ||
-                   a == "--dualport" || a == "--use_srq" || a == "-S" || a == "--sl" || a == "-u" ||
-                   a == "--qp-timeout" || a == "-N" || a == "--noPeak" || a == "-C" || a == "--report-cycles" ||
+                   a == "--dualport" || a == "--use_srq" || a == "-S" || a == "--sl" || a == "-N" || a == "--noPeak" || a == "-C" || a == "--report-cycles" ||
                    a == "-H" || a == "--report-histogram" || a == "-U" || a == "--report-unsorted") {
             err = a + ": a perftest option hcaemu perf does not implement";
             return false;

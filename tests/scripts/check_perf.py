@@ -176,6 +176,7 @@ def check_errors(hcaemu):
         (["write_lat", "-q", "2"] + ip, "latency tests use one QP", "-q on latency"),
         (["write_bw", "-R"] + ip, "-R: a perftest option hcaemu perf does not implement", "rdma_cm"),
         (["write_bw", "--frob"] + ip, "unknown option '--frob'", "an unknown option"),
+        (["read_lat", "-u", "32"] + ip, "-u: '32' is not a number in 0..31", "-u above the 5-bit timeout"),
         (["write_bw", "-p"] + ip, "-p: '--ip' is not a number", "-p without a number"),
         (["write_bw", "a", "b"] + ip, "one server address only", "two servers"),
         (["write_bw"], "--ip ADDR/LEN is required", "no --ip"),
@@ -360,7 +361,7 @@ def check_flags(hc):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones, 'signals': SIGTERM's, 'flags': -d -i -x -t -o)")
+    ap.add_argument("--only", help="run the pairs of this test only ('ud': the UD checks only, 'timed': the -D ones, 'signals': SIGTERM's, 'flags': -d -i -x -t -o, 'stats': --stats and -u)")
     ap.add_argument("--captures", default=os.environ.get("HCAEMU_CAPTURES", ""))
     a = ap.parse_args()
     hc = a.hcaemu
@@ -373,6 +374,8 @@ def main():
         check_signals(hc)
     if a.only == "flags":
         check_flags(hc)
+    if a.only == "stats":
+        check_stats(hc)
     for test in ["write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"]:
         if a.only and test != a.only:
             continue
@@ -528,6 +531,38 @@ def check_timed_all(hc):
     check_timed(hc, "write_bw", ["-D", "1", "-n", "5", "-s", "64"], 64, 1.0, "write_bw -D 1 -n 5: timed")
 
 
+def stat_lines(err):
+    """--stats' "group.name value" lines of a stderr, as a dict."""
+    out = {}
+    for line in err.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and "." in parts[0] and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def check_stats(hc):
+    # --stats prints the counters at the end; -u sets the QP's Local ACK Timeout (18: 1.07 s,
+    # so a peer the scheduler leaves off its CPU for less than 8.6 s does not fail the run).
+    r, t = run_pair(hc, "read_lat", ["-n", "50", "-s", "2", "-u", "18", "--stats"])
+    ok = r is not None and r[0] == 0 and r[3] == 0
+    expect("read_lat -u 18 --stats: both sides succeed", ok, r or t)
+    if not ok:
+        return
+    srv, cli = stat_lines(r[2]), stat_lines(r[5])
+    # new READ requests: exactly the iterations (a retransmission counts as a duplicate)
+    expect("read_lat --stats: the server counts 50 READ requests", srv.get("device.rx_read_requests") == 50, r[2])
+    # one READ outstanding: each retransmission (a Go-Back-N restart) is one more packet
+    expect("read_lat --stats: the client sent 50 READs and its retransmissions",
+           cli.get("device.sent_pkts") == 50 + cli.get("device.completer_retry_err", 0), r[5])
+    expect("read_lat --stats: 100 bytes read by the server's DMA", srv.get("device.dma_bytes_read") ==
+           100 + 2 * srv.get("device.duplicate_request", 0), r[2])
+    expect("read_lat --stats: the longest engine gap printed", "perf.max_turn_gap_us" in srv and "perf.max_turn_gap_us" in cli,
+           r[2] + r[5])
+    expect("read_lat --stats: counters that are zero are not printed", all(v != 0 for k, v in cli.items()
+                                                                           if not k.startswith("perf.")), r[5])
+
+
 def more(hc):
     check_pair(hc, "atomic_bw", ["-n", "100", "-A", "CMP_AND_SWAP", "--check"], [8], 100)
     check_pair(hc, "write_bw", ["-n", "100", "-s", "3000", "-q", "2", "--check"], [3000], 200, "write_bw on 2 QPs")
@@ -542,6 +577,7 @@ def more(hc):
     expect("write_bw --report_gbits: Gb/sec columns", r is not None and r[3] == 0 and "BW peak[Gb/sec]" in r[4], r or t)
     check_errors(hc)
     check_signals(hc)
+    check_stats(hc)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,13 @@ Counts link_counts(port::DpdkPort& d) {
             {"polls_while_down", l.polls_while_down},
             {"reconnects", l.reconnects},
             {"burst_faults", l.burst_faults},
-            {"frames_lost_in_fault", l.frames_lost_in_fault}};
+            {"frames_lost_in_fault", l.frames_lost_in_fault},
+            {"pmd_ipackets", l.pmd_ipackets},
+            {"pmd_opackets", l.pmd_opackets},
+            {"pmd_ierrors", l.pmd_ierrors},
+            {"pmd_oerrors", l.pmd_oerrors},
+            {"pmd_imissed", l.pmd_imissed},
+            {"pmd_rx_nombuf", l.pmd_rx_nombuf}};
 }
 
 void collect_stats(tools::Attached& a, Stats& out) {
