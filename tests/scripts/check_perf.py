@@ -83,18 +83,28 @@ def run_pair(hcaemu, test, args, timeout=120, client_pcap=None):
         return (srv.returncode, so, se, cli.returncode, cli.stdout, cli.stderr), None
 
 
+def run_checked_pair(hcaemu, test, args, label):
+    """run_pair, with the checks every pair starts with: both ends finish, both exit 0. None if
+    they did not finish; else the results and the detail to print on a failure."""
+    r, t = run_pair(hcaemu, test, args)
+    if r is None:
+        expect(f"{label}: both ends finish", False, t)
+        return None
+    rs, so, se, rc, co, ce = r
+    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
+    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    return rs, so, se, rc, co, ce, detail
+
+
 TITLES = {"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic"}
 
 
 def check_pair(hcaemu, test, args, size_list, iters, label=None):
     label = label or f"{test} {' '.join(args)}"
-    r, t = run_pair(hcaemu, test, args)
+    r = run_checked_pair(hcaemu, test, args, label)
     if r is None:
-        expect(f"{label}: both ends finish", False, t)
         return
-    rs, so, se, rc, co, ce = r
-    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
-    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    rs, so, se, rc, co, ce, detail = r
     verb, kind = test.split("_")
     title = TITLES[verb] + (" FETCH_AND_ADD" if verb == "atomic" and "CMP_AND_SWAP" not in args else "")
     title += (" CMP_AND_SWAP" if "CMP_AND_SWAP" in args else "") + (" BW Test" if kind == "bw" else " Latency Test")
@@ -483,13 +493,10 @@ def row_ok(kind, row, size, window_s, round_trip):
 def check_timed(hc, test, args, size, window_s, label=None):
     """A -D run between two hcaemu: exit statuses, the rows each side prints, --check."""
     label = label or f"{test} {' '.join(args)}"
-    r, t = run_pair(hc, test, args)
+    r = run_checked_pair(hc, test, args, label)
     if r is None:
-        expect(f"{label}: both ends finish", False, t)
         return
-    rs, so, se, rc, co, ce = r
-    detail = f"server rc={rs}\n{so}\n{se}\nclient rc={rc}\n{co}\n{ce}"
-    expect(f"{label}: both exit 0", rs == 0 and rc == 0, detail)
+    rs, so, se, rc, co, ce, detail = r
     verb, kind = test.split("_")
     header = " #bytes        #iterations       t_avg[usec]    tps average" if kind == "lat" else " #bytes     #iterations"
     rt = verb in ("write", "send")
