@@ -44,6 +44,7 @@ namespace hcaemu {
     X(qkey_violations)            /* UD: DETH Q_Key is not the QP's Q_Key (IBTA ch. 10)   */          \
     X(resp_invalid_request)       /* invalid request NAKs sent (opcode sequence, length) */         \
     X(uc_dropped_messages)        /* UC: messages dropped after a lost packet */                    \
+    X(resp_resources_busy)        /* READ/atomic requests dropped: every responder resource busy */ \
     X(rdma_sends)                 /* rxe */                                                      \
     X(rdma_recvs)                 /* rxe */                                                      \
     X(dma_bytes_read)             /* DMA engine: bytes read from registered memory */            \

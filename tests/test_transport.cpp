@@ -383,7 +383,7 @@ void exercise(WrOpcode op, uint32_t len, const FaultCase& fc, uint64_t seed, int
     c.mem_bytes = size_t(k + 1) * (len + 64) * 2 + 4096;
     Bench b(c);
     INFO(name(op) << " len " << len << " faults " << fc.name << " seed " << seed);
-    const bool is_send = op == WrOpcode::send || op == WrOpcode::send_with_imm || op == WrOpcode::send_with_inv;
+    const bool is_send = op == WrOpcode::send || op == WrOpcode::send_with_imm;
     const bool consumes_recv = is_send || op == WrOpcode::rdma_write_with_imm;
     const bool atomic = op == WrOpcode::atomic_fetch_and_add || op == WrOpcode::atomic_cmp_and_swp;
     const uint64_t half = c.mem_bytes / 2;
@@ -436,10 +436,6 @@ void exercise(WrOpcode op, uint32_t len, const FaultCase& fc, uint64_t seed, int
                 CHECK(w.wc_flags == wc_flag::with_imm);
                 CHECK(w.imm_data == 0x1000 + uint32_t(i));
             }
-            if (op == WrOpcode::send_with_inv) {
-                CHECK(w.wc_flags == wc_flag::with_inv);
-                CHECK(w.imm_data == 0xABCD);
-            }
             CHECK(w.opcode == (op == WrOpcode::rdma_write_with_imm ? WcOpcode::recv_rdma_with_imm : WcOpcode::recv));
         }
     } else {
@@ -479,8 +475,9 @@ void exercise(WrOpcode op, uint32_t len, const FaultCase& fc, uint64_t seed, int
 
 TEST_CASE("every RC operation at every size, byte-exact, exactly once, in order, under seeded faults",
           "[transport][rc][faults]") {
-    const WrOpcode ops[] = {WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::send_with_inv, WrOpcode::rdma_write,
-                            WrOpcode::rdma_write_with_imm, WrOpcode::rdma_read};
+    // SEND with Invalidate fails as rxe's does: hcaemu has no key a peer may invalidate (test_responder).
+    const WrOpcode ops[] = {WrOpcode::send, WrOpcode::send_with_imm, WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm,
+                            WrOpcode::rdma_read};
     const uint32_t sizes[] = {0, 1, 1023, 1024, 1025, 5000};
     for (const FaultCase& fc : fault_cases()) {
         for (WrOpcode op : ops)

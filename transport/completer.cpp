@@ -37,7 +37,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
         const uint32_t last = psn_add(t.first_psn, t.npsn - 1);
         if (!psn_before(last, psn)) break;
         if (w.opcode == WrOpcode::rdma_read || is_atomic(w.opcode)) {
-            const uint32_t got = w.opcode == WrOpcode::rdma_read ? (t.read_rcvd + c.mtu - 1) / c.mtu : 0;
+            const uint32_t got = w.opcode == WrOpcode::rdma_read ? uint32_t(mtu_packets(t.read_rcvd, c.mtu)) : 0;
             const uint32_t need = psn_add(t.first_psn, got);
             if (!c.restarted) {  // once per gap
                 hca.counters().add(Counter::implied_nak_seq_err);
@@ -57,7 +57,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
         c.una = psn;
         if (q.sq.head < c.next_wqe && q.sq.at(q.sq.head).opcode == WrOpcode::rdma_read) {
             const WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
-            const uint32_t need = psn_add(t.first_psn, (t.read_rcvd + c.mtu - 1) / c.mtu);
+            const uint32_t need = psn_add(t.first_psn, uint32_t(mtu_packets(t.read_rcvd, c.mtu)));
             if (psn_before(need, psn)) c.una = need;
         }
     }
@@ -174,7 +174,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         return;
     }
     // The next READ response must be exactly the next PSN of this READ (IBTA 9.7).
-    const uint32_t want = psn_add(t.first_psn, (t.read_rcvd + c.mtu - 1) / c.mtu);
+    const uint32_t want = psn_add(t.first_psn, uint32_t(mtu_packets(t.read_rcvd, c.mtu)));
     if (psn != want) {
         // A gap: responses were lost; ask again from the first missing, once per gap.
         if (psn_after(psn, want) && !c.restarted) {

@@ -30,6 +30,9 @@ Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfi
     acks_.reserve(ctx_.size());
     dev_.set_listener(this);
     dev_.set_link_mtu(port.mtu());
+    PortAttr pa;
+    dev_.query_port(1, pa);
+    max_msg_sz_ = pa.max_msg_sz;
 }
 
 Hca::~Hca() {
@@ -101,6 +104,8 @@ QpCtx& Hca::fresh_ctx(QpObj& qp) {
     c->rnr_timer.fn = on_rnr_timer;
     c->rnr_timer.ctx = c.get();
     c->track.resize(qp.sq.cap());
+    const DeviceAttr& da = dev_.query_device();
+    c->rsges.resize(std::max(da.max_sge, da.max_srq_sge));  // a receive WQE's SGEs, never cut
     ctx_[qp.qpn] = std::move(c);
     return *ctx_[qp.qpn];
 }
@@ -113,8 +118,8 @@ void Hca::qp_modified(QpObj& qp, QpState from) {
     if (to == QpState::rtr && from == QpState::init) {
         // The connection is known now: the responder's expected PSN, the packet template.
         c.epsn = qp.attr.rq_psn;
-        c.res.assign(std::max<uint32_t>(qp.attr.max_dest_rd_atomic, 1), RespResource{});
-        c.res_next = 0;
+        c.res.assign(qp.attr.max_dest_rd_atomic, RespResource{});  // 0: READ and atomics refused
+        c.res_next = c.res_pending = 0;
         if (qp.type != QpType::ud) {
             headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
             c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -158,6 +163,7 @@ void Hca::qp_error(QpObj& qp) {
     c->next_wqe = qp.sq.tail;
     c->in_msg = QpCtx::InMsg::none;
     for (auto& r : c->res) r.sending = false;
+    c->res_pending = 0;
     trace(TraceKind::qp_error, qp.qpn, 0);
 }
 
@@ -184,11 +190,11 @@ void Hca::schedule(QpCtx& c) {
     run_.push_back(c.qp->qpn);
 }
 
-Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn) {
+Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn) {
     pkt::Headers h = tmpl(c);
     h.bth.opcode = pkt::op::acknowledge;
     h.bth.psn = psn;
-    h.aeth = {syndrome, c.msn};
+    h.aeth = {syndrome, msn};
     return send(h, 0, [](std::span<uint8_t>) { return true; });
 }
 
@@ -249,18 +255,20 @@ size_t Hca::poll() {
     }
     moved += n;
 
-    // Coalesced ACKs: one per QP per burst, for the newest PSN that asked (IBTA 9.7).
+    // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
+    // responses or atomic ACKs waits for them: responses leave in PSN order.
     for (uint32_t qpn : acks_) {
         QpCtx* c = ctx(qpn);
-        if (!c || !c->ack_due || reads_pending(*c)) continue;  // responses leave in PSN order
-        // An ACK carries the receive WQEs posted as credits; with an SRQ there are none to tell.
-        const uint8_t credits = c->qp->srq ? pkt::kAethCreditInvalid : pkt::aeth_credit_code(c->qp->rq.count());
-        if (send_ack(*c, pkt::aeth_syndrome(pkt::AethType::ack, credits), c->ack_psn) == Tx::ok) {
-            c->ack_due = false;
-            ++moved;
-        }
+        if (!c || !c->ack.due || c->res_pending) continue;
+        if (resp_send_ack(*c, c->ack) == Tx::ok) ++moved;
     }
-    acks_.erase(std::remove_if(acks_.begin(), acks_.end(), [&](uint32_t q) { const QpCtx* c = ctx(q); return !c || !c->ack_due; }),
+    acks_.erase(std::remove_if(acks_.begin(), acks_.end(),
+                               [&](uint32_t q) {
+                                   QpCtx* c = ctx(q);
+                                   if (c && c->ack.due) return false;
+                                   if (c) c->ack_listed = false;
+                                   return true;
+                               }),
                 acks_.end());
 
     timers_.expire(clock_.now_ns());
@@ -272,7 +280,7 @@ size_t Hca::poll() {
         if (!c) continue;
         c->scheduled = false;
         const uint64_t before = dev_.counters().get(Counter::sent_pkts);
-        if (!resp_send_reads(*c, cfg_.tx_budget)) schedule(*c);
+        if (!resp_send_responses(*c, cfg_.tx_budget)) schedule(*c);
         req_run(*c);
         moved += dev_.counters().get(Counter::sent_pkts) - before;
     }

@@ -94,7 +94,7 @@ public:
     // Builds one packet from `h` with `len` payload bytes that `fill` writes, and queues it.
     template <class Fill>
     Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
-    Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn);  // an ACK or NAK
+    Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn);  // an ACK or NAK
     void schedule(QpCtx& c);
     bool tracing() const { return trace_fn_ != nullptr; }
     void trace(const TraceEvent& ev) {
@@ -141,10 +141,46 @@ public:
     void comp_rnr_done(QpCtx& c);
     void check_drained(QpCtx& c);                // SQD: raise SQ_DRAINED once nothing is outstanding
     void resp_handle(QpCtx& c, const pkt::Packet& p);
-    bool resp_send_reads(QpCtx& c, uint32_t budget);  // false when stopped by budget or buffers
-    bool reads_pending(const QpCtx& c) const;
+    // READ responses and atomic ACKs due, in PSN order, then the ACK owed after them; at most
+    // `budget` packets. False when stopped by the budget or by buffers.
+    bool resp_send_responses(QpCtx& c, uint32_t budget);
+    Tx resp_send_ack(QpCtx& c, PendingAck& a);  // an owed ACK or NAK; clears `due` when sent
 
 private:
+    // ---- responder steps (responder.cpp, responder_exec.cpp), in the order rxe's responder takes
+    // them. Each check passes the packet on (`next`) or ends its way with a result: the error
+    // classes of the responder (IBTA 9.9, as rxe names them), answered by resp_error.
+    enum class RespResult : uint8_t {
+        next,               // on to the next step
+        done,               // handled: executed and acknowledged, answered, or dropped and counted
+        duplicate,          // PSN before the expected one: answered, never executed again
+        out_of_sequence,    // PSN past the expected one: NAK PSN sequence error (class B)
+        rnr,                // no receive WQE: RNR NAK (RC), the message dropped (UC)
+        invalid_request,    // NAK Invalid Request, QP to ERR (class C)
+        access_error,       // NAK Remote Access Error, QP to ERR (class C)
+        operational_error,  // NAK Remote Operational Error, QP to ERR (class A)
+    };
+    RespResult resp_check_psn(QpCtx& c, const pkt::Packet& p);
+    void resp_duplicate(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_check_op_seq(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_check_op_valid(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_check_resources(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_check_length(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_check_rkey(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_execute_send(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_execute_write(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_execute_read(QpCtx& c, const pkt::Packet& p);
+    RespResult resp_execute_atomic(QpCtx& c, const pkt::Packet& p);
+    void resp_acknowledge(QpCtx& c, const pkt::Packet& p);
+    void resp_error(QpCtx& c, const pkt::Packet& p, RespResult r);
+    void resp_ud(QpCtx& c, const pkt::Packet& p);
+    void resp_complete(QpCtx& c, WcStatus st, WcOpcode op, uint32_t byte_len, const pkt::Packet* p);
+    RespResource& resp_new_resource(QpCtx& c, const pkt::Packet& p, bool atomic, uint64_t va, uint32_t rkey,
+                                    uint32_t len);
+    void resp_owe_ack(QpCtx& c, uint32_t psn, uint32_t msn);  // coalesced, sent in PSN order
+    void resp_nak(QpCtx& c, uint8_t syndrome, uint32_t psn);  // in PSN order, after responses due
+    bool resp_send_resource(QpCtx& c, RespResource& r, uint32_t& budget);
+
     QpCtx* ctx(uint32_t qpn) const { return qpn < ctx_.size() ? ctx_[qpn].get() : nullptr; }
     void receive(port::Frame& f);
     void tx_flush();
@@ -165,6 +201,7 @@ private:
     uint32_t ntx_ = 0;
     uint16_t ip_id_ = 0;
     std::vector<std::pair<Gid, pkt::Mac>> neighbors_;
+    uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;
     void* trace_ctx_ = nullptr;
 };

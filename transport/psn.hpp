@@ -25,6 +25,11 @@ constexpr bool psn_in_window(uint32_t psn, uint32_t start, uint32_t len) {
     return ((psn - start) & kPsnMask) < len;
 }
 
+// Packets that carry `bytes` bytes at `mtu` bytes a packet. 64-bit: no length near 2^32 wraps.
+constexpr uint64_t mtu_packets(uint64_t bytes, uint32_t mtu) { return (bytes + mtu - 1) / mtu; }
+// PSNs a message of `len` bytes takes: a zero-length message still takes one packet (IBTA 9.7.1).
+constexpr uint64_t msg_packets(uint64_t len, uint32_t mtu) { return len == 0 ? 1 : mtu_packets(len, mtu); }
+
 // The responder's PSN check against its expected PSN (IBTA 9.7): the ePSN itself is valid;
 // the 2^23 PSNs before it (ePSN - 2^23 .. ePSN - 1) are duplicates; the 2^23 - 1 after it are
 // invalid (out of sequence: NAK PSN sequence error).

@@ -21,8 +21,20 @@ struct WqeTrack {
     bool started = false;
 };
 
-// A responder resource (max_dest_rd_atomic of them, IBTA 9.7): what a READ or atomic
+// An ACK or NAK the responder owes, waiting for its turn: responses leave in PSN order, so one
+// owed behind READ responses or an atomic ACK goes out after them (rxe serves a READ before it
+// looks at the next request).
+struct PendingAck {
+    bool due = false;
+    bool nak = false;           // `syndrome` is a NAK's; an ACK's (its credits) is made when sent
+    uint8_t syndrome = 0;
+    uint32_t psn = 0;
+    uint32_t msn = 0;           // the MSN as it was when `psn` was executed
+};
+
+// A responder resource (max_dest_rd_atomic of them, IBTA 9.7.5.1): what a READ or atomic
 // request asked, kept so that a duplicate is answered from here, and an atomic never re-executed.
+// The ring is also the queue of responses in PSN order: `sending` marks those still to go.
 struct RespResource {
     bool valid = false;
     bool atomic = false;
@@ -33,10 +45,13 @@ struct RespResource {
     uint32_t length = 0;
     uint64_t orig = 0;          // atomic: the value before, sent again for a duplicate
     uint32_t msn = 0;           // MSN the responses carry
-    // READ responses still to send: next PSN and its byte offset.
+    // Responses still to send (READ: the next PSN and its byte offset; atomic: its ACK).
     uint32_t next_psn = 0;
     uint32_t next_off = 0;
     bool sending = false;
+    uint32_t replays = 0;       // duplicates that asked while the responses were due: sent again after
+    uint32_t replay_psn = 0;    // from the earliest PSN they asked
+    PendingAck before;          // an ACK or NAK owed for earlier PSNs, sent before these responses
 };
 
 struct QpCtx {
@@ -69,21 +84,26 @@ struct QpCtx {
     // ---- responder (responder.cpp)
     uint32_t epsn = 0;          // expected PSN
     uint32_t msn = 0;           // messages completed, 24 bits
-    bool nak_sent = false;      // one NAK per sequence error (IBTA 9.7)
+    bool nak_sent = false;      // one NAK per sequence error (IBTA 9.7.5.1)
     enum class InMsg : uint8_t { none, send, write } in_msg = InMsg::none;
     bool uc_dropping = false;   // UC: the rest of a message with a lost packet is dropped
     bool have_wqe = false;      // a receive WQE taken for the SEND in progress
     RecvWqe rwqe;
-    std::array<Sge, 32> rsges{};
-    uint32_t recv_off = 0;      // bytes placed into the receive WQE
+    std::vector<Sge> rsges;     // the device's max_sge, sized with the context: no per-packet allocation
+    uint64_t recv_off = 0;      // bytes placed into the receive WQE
     uint64_t write_va = 0;      // RDMA WRITE in progress: next address, key, bytes left
     uint32_t write_rkey = 0;
     uint32_t write_left = 0;
     uint32_t write_len = 0;     // the whole WRITE's length, for WRITE with immediate
-    bool ack_due = false;       // an ACK to send at the end of this receive burst (coalescing)
-    uint32_t ack_psn = 0;
+    // rxe's ack_psn: the last SEND or WRITE packet executed and the MSN then. A duplicate SEND or
+    // WRITE is acknowledged with it, never with a READ's or an atomic's PSN.
+    uint32_t done_psn = 0;
+    uint32_t done_msn = 0;
+    PendingAck ack;             // the coalesced ACK (or a NAK behind responses) due this burst
+    bool ack_listed = false;    // on the Hca's list of QPs with an ACK due
     std::vector<RespResource> res;  // ring of max_dest_rd_atomic
     uint32_t res_next = 0;
+    uint32_t res_pending = 0;   // resources in `res` with responses still to send
 };
 
 }  // namespace hcaemu::transport

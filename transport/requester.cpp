@@ -10,8 +10,6 @@ namespace hcaemu::transport {
 
 namespace {
 
-uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
-
 // The opcode of a SEND or WRITE packet from its position in the message (IBTA 9.2 table 38).
 uint8_t data_opcode(QpType t, const SendWqe& w, bool first, bool last) {
     using namespace pkt::op;
@@ -86,7 +84,7 @@ void Hca::req_run(QpCtx& c) {
             if (rd && c.rd_atomic_out >= std::max<uint32_t>(q.attr.max_rd_atomic, 1)) break;
             if ((w.send_flags & send_flag::fence) && c.rd_atomic_out) break;
             t.first_psn = c.psn;
-            t.npsn = is_atomic(w.opcode) ? 1 : packets_for(w.length, c.mtu);
+            t.npsn = is_atomic(w.opcode) ? 1 : uint32_t(msg_packets(w.length, c.mtu));
             t.read_rcvd = 0;
             t.started = true;
             if (rd) ++c.rd_atomic_out;

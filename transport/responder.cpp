@@ -1,7 +1,17 @@
-// The responder: takes the requests addressed to this QP, checks their PSN against the expected
-// one, places SEND data into receive WQEs and RDMA WRITE data into MRs, answers READs and atomics
-// from its resources, and acknowledges (IBTA 9.7.5). UC and UD requests come here too.
-#include <algorithm>
+// The responder: takes the requests addressed to this QP and answers them (IBTA 9.7.5), one named
+// step each, in the order Linux rxe's responder takes them:
+//   resp_check_psn        the PSN against the expected one (RC: duplicate or out of sequence)
+//   resp_duplicate        a duplicate is answered from what was done, never executed again
+//   resp_check_op_seq     First/Only start a message, Middle/Last continue one of the same kind
+//   resp_check_op_valid   the opcode is supported and the QP's access flags allow it
+//   resp_check_resources  a receive WQE for a SEND, a responder resource for a READ or atomic
+//   resp_check_length     packet and message lengths, PadCnt
+//   resp_check_rkey       the R_Key and the whole range it names
+//   resp_execute_*        SEND, WRITE, READ, atomic (responder_exec.cpp)
+//   resp_acknowledge      the ACK owed, coalesced, sent in PSN order
+// A failed step ends in resp_error (NAK, QP to ERR, or the UC message dropped). UD requests take
+// their own path (resp_ud). READ responses and atomic ACKs go out in the QP's turn
+// (resp_send_responses, responder_exec.cpp).
 #include <cstring>
 
 #include "transport/hca.hpp"
@@ -15,436 +25,364 @@ using pkt::Kind;
 
 uint8_t nak(pkt::NakCode code) { return pkt::aeth_syndrome(pkt::AethType::nak, uint8_t(code)); }
 
+bool is_rd_atomic(Kind k) { return k == Kind::rdma_read_request || k == Kind::cmp_swap || k == Kind::fetch_add; }
+
+// The message a SEND or WRITE packet belongs to, as QpCtx::in_msg tells the one in progress.
+QpCtx::InMsg msg_kind(Kind k) {
+    return k == Kind::send ? QpCtx::InMsg::send : k == Kind::rdma_write ? QpCtx::InMsg::write : QpCtx::InMsg::none;
+}
+
 Gid source_gid(const pkt::Headers& h) { return h.ipv6 ? h.ip6.src : pkt::ipv4_mapped_gid(h.ip4.src); }
 
 }  // namespace
 
-namespace {
+void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
+    if (c.qp->type == QpType::ud) return resp_ud(c, p);
+    RespResult r = resp_check_psn(c, p);
+    if (r == RespResult::duplicate) return resp_duplicate(c, p);
+    if (r == RespResult::next) r = resp_check_op_seq(c, p);
+    if (r == RespResult::next) r = resp_check_op_valid(c, p);
+    if (r == RespResult::next) r = resp_check_resources(c, p);
+    if (r == RespResult::next) r = resp_check_length(c, p);
+    if (r == RespResult::next) r = resp_check_rkey(c, p);
+    if (r == RespResult::next) {
+        switch (p.op->kind) {
+        case Kind::send: r = resp_execute_send(c, p); break;
+        case Kind::rdma_write: r = resp_execute_write(c, p); break;
+        case Kind::rdma_read_request: r = resp_execute_read(c, p); break;
+        default: r = resp_execute_atomic(c, p); break;  // resp_check_op_valid let nothing else through
+        }
+    }
+    if (r == RespResult::next) resp_acknowledge(c, p);
+    else if (r != RespResult::done) resp_error(c, p, r);
+}
 
-// Completes the receive WQE the responder holds.
-void complete_recv(Hca& hca, QpCtx& c, WcStatus st, WcOpcode op, uint32_t byte_len, const pkt::Packet* p) {
+// PSN (IBTA 9.7.5.1; rxe check_psn). RC: the expected PSN is executed, the 2^23 before it are
+// duplicates, the rest out of sequence: one NAK per sequence error, then silence until the
+// expected PSN comes. UC has neither duplicates nor NAKs: a gap drops the message in progress,
+// and any First or Only starts afresh, whatever its PSN.
+Hca::RespResult Hca::resp_check_psn(QpCtx& c, const pkt::Packet& p) {
+    const uint32_t psn = p.h.bth.psn;
+    if (c.qp->type == QpType::uc) {
+        if (!c.uc_dropping && psn == c.epsn) return RespResult::next;
+        if (c.in_msg != QpCtx::InMsg::none) counters().add(Counter::uc_dropped_messages);
+        c.in_msg = QpCtx::InMsg::none;
+        c.uc_dropping = !p.op->is_first();
+        return c.uc_dropping ? RespResult::done : RespResult::next;
+    }
+    switch (classify_psn(psn, c.epsn)) {
+    case PsnClass::expected:
+        c.nak_sent = false;
+        return RespResult::next;
+    case PsnClass::duplicate:
+        counters().add(Counter::duplicate_request);
+        trace(TraceKind::duplicate, c.qp->qpn, psn);
+        return RespResult::duplicate;
+    case PsnClass::out_of_sequence: break;
+    }
+    counters().add(Counter::out_of_sequence);
+    trace(TraceKind::out_of_sequence, c.qp->qpn, psn);
+    if (c.nak_sent) return RespResult::done;
+    c.nak_sent = true;
+    return RespResult::out_of_sequence;
+}
+
+// Duplicate (C9-105; rxe duplicate_request): answered, never executed again. A SEND or WRITE is
+// acknowledged with the last SEND or WRITE packet executed (rxe's ack_psn), never with a READ's
+// or an atomic's PSN, which would tell the requester that READ or atomic completed without its
+// data. A READ or atomic is answered from its responder resource: its responses queued again,
+// from the PSN asked. One too old for the resources kept is dropped (rxe: class D).
+void Hca::resp_duplicate(QpCtx& c, const pkt::Packet& p) {
+    const uint32_t psn = p.h.bth.psn;
+    if (!is_rd_atomic(p.op->kind)) {
+        resp_owe_ack(c, c.done_psn, c.done_msn);
+        return;
+    }
+    const bool atomic = p.op->kind != Kind::rdma_read_request;
+    for (RespResource& r : c.res) {
+        if (!r.valid || r.atomic != atomic) continue;
+        const int32_t d = psn_diff(psn, r.first_psn);
+        if (d < 0 || uint32_t(d) >= r.npsn) continue;
+        if (r.sending && (atomic || !psn_before(psn, r.next_psn))) {
+            // The responses due reach that PSN: each duplicate is still answered, after them (as
+            // rxe, which sends a READ's responses before it looks at the next request).
+            if (r.replays++ == 0 || psn_before(psn, r.replay_psn)) r.replay_psn = psn;
+            return;
+        }
+        if (!atomic) {
+            r.next_psn = psn;  // re-read from memory, from the PSN asked
+            r.next_off = uint32_t(d) * c.mtu;
+        }
+        if (!r.sending) {
+            r.sending = true;
+            ++c.res_pending;
+        }
+        schedule(c);
+        return;
+    }
+}
+
+// Opcode sequence (rxe check_op_seq): First and Only start a message, Middle and Last continue
+// one of the same kind, and a READ or atomic never interrupts one.
+Hca::RespResult Hca::resp_check_op_seq(QpCtx& c, const pkt::Packet& p) {
+    const bool ok = p.op->is_first() ? c.in_msg == QpCtx::InMsg::none : c.in_msg == msg_kind(p.op->kind);
+    return ok ? RespResult::next : RespResult::invalid_request;
+}
+
+// Opcode valid (rxe check_op_valid): an opcode this HCA supports, allowed by the QP's access
+// flags. FLUSH and ATOMIC WRITE (IBTA 1.5) are not advertised: invalid requests.
+Hca::RespResult Hca::resp_check_op_valid(QpCtx& c, const pkt::Packet& p) {
+    uint32_t need = 0;
+    switch (p.op->kind) {
+    case Kind::send: return RespResult::next;
+    case Kind::rdma_write:
+        if (!p.op->is_first()) return RespResult::next;  // checked once, at the First
+        need = access::remote_write;
+        break;
+    case Kind::rdma_read_request: need = access::remote_read; break;
+    case Kind::cmp_swap:
+    case Kind::fetch_add: need = access::remote_atomic; break;
+    default: return RespResult::invalid_request;
+    }
+    return (c.qp->attr.qp_access_flags & need) ? RespResult::next : RespResult::access_error;
+}
+
+// Resources (rxe check_resource): a READ or atomic needs a responder resource (none when
+// max_dest_rd_atomic is 0: an invalid request, as rxe); a SEND and a WRITE with immediate need a
+// receive WQE, else RNR NAK (the requester retries after min_rnr_timer).
+Hca::RespResult Hca::resp_check_resources(QpCtx& c, const pkt::Packet& p) {
+    const pkt::OpcodeInfo& oi = *p.op;
+    if (is_rd_atomic(oi.kind)) {
+        if (c.res.empty()) return RespResult::invalid_request;
+        // The oldest resource is reused. If its responses are still due, the requester outran
+        // max_dest_rd_atomic: the request is dropped, as by a full queue, and comes back by retry.
+        if (c.res[c.res_next].sending) {
+            counters().add(Counter::resp_resources_busy);
+            return RespResult::done;
+        }
+        return RespResult::next;
+    }
+    const bool needs_wqe = oi.kind == Kind::send ? oi.is_first() : oi.has(pkt::Ext::immdt);
+    if (!needs_wqe || c.have_wqe) return RespResult::next;
+    if (!dev_.take_recv(c.qp, c.rwqe, c.rsges)) {
+        counters().add(Counter::out_of_buffer);
+        return RespResult::rnr;
+    }
+    c.have_wqe = true;
+    if (tracing())
+        trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = c.qp->qpn, .psn = p.h.bth.psn, .wr_id = c.rwqe.wr_id});
+    return RespResult::next;
+}
+
+// Length (rxe check_length, check_rkey; IBTA 9.7.5.1): First and Middle carry exactly one path
+// MTU, Last 1 to PMTU bytes, Only at most one PMTU; PadCnt fills the payload to a multiple of 4
+// bytes and only a message's last packet has any. A message stays within the port's max_msg_sz
+// (a RETH's DMA length, a SEND's bytes so far) and a READ's responses within half the PSN space;
+// a WRITE's packets add up to its DMA length.
+Hca::RespResult Hca::resp_check_length(QpCtx& c, const pkt::Packet& p) {
+    const pkt::OpcodeInfo& oi = *p.op;
+    const uint32_t plen = p.payload_len, pad = p.h.bth.pad_cnt;
+    const bool first = oi.is_first(), last = oi.is_last();
+    const bool size_ok = first && last ? plen <= c.mtu : !last ? plen == c.mtu : plen != 0 && plen <= c.mtu;
+    const bool pad_ok = ((plen + pad) & 3) == 0 && (last || pad == 0);
+    if (!size_ok || !pad_ok) return RespResult::invalid_request;
+    bool ok = true;
+    switch (oi.kind) {
+    case Kind::send: ok = (first ? 0 : c.recv_off) + plen <= max_msg_sz_; break;
+    case Kind::rdma_write: {
+        const uint32_t left = first ? p.h.reth.dma_len : c.write_left;
+        ok = (!first || p.h.reth.dma_len <= max_msg_sz_) && (last ? plen == left : plen < left);
+        break;
+    }
+    case Kind::rdma_read_request:
+        ok = p.h.reth.dma_len <= max_msg_sz_ && msg_packets(p.h.reth.dma_len, c.mtu) <= kPsnHalf;
+        break;
+    default: break;
+    }
+    return ok ? RespResult::next : RespResult::invalid_request;
+}
+
+// R_Key (rxe check_rkey): the MR the R_Key names, in the QP's PD, allows the access over the
+// whole range, checked once at a WRITE's first packet; a zero-length WRITE or READ touches no
+// memory and needs no valid R_Key. An unaligned atomic is an invalid request (IBTA 9.4).
+Hca::RespResult Hca::resp_check_rkey(QpCtx& c, const pkt::Packet& p) {
+    const pkt::Reth& reth = p.h.reth;
+    const pkt::AtomicEth& ae = p.h.atomic;
+    MrError e = MrError::ok;
+    switch (p.op->kind) {
+    case Kind::rdma_write:
+        if (p.op->is_first() && reth.dma_len)
+            e = check_mr_access(dev_.mr_by_key(reth.rkey), c.qp->pd, reth.va, reth.dma_len, access::remote_write);
+        break;
+    case Kind::rdma_read_request:
+        if (reth.dma_len)
+            e = check_mr_access(dev_.mr_by_key(reth.rkey), c.qp->pd, reth.va, reth.dma_len, access::remote_read);
+        break;
+    case Kind::cmp_swap:
+    case Kind::fetch_add: e = check_mr_access(dev_.mr_by_key(ae.rkey), c.qp->pd, ae.va, 8, access::remote_atomic); break;
+    default: break;
+    }
+    return e == MrError::ok           ? RespResult::next
+           : e == MrError::misaligned ? RespResult::invalid_request
+                                      : RespResult::access_error;
+}
+
+// Acknowledge (rxe acknowledge): a SEND or WRITE packet with AckReq is acknowledged, coalesced to
+// one ACK a burst, in PSN order; READ responses and atomic ACKs were queued by their execute step.
+void Hca::resp_acknowledge(QpCtx& c, const pkt::Packet& p) {
+    if (c.qp->type == QpType::rc && p.h.bth.ack_req && !is_rd_atomic(p.op->kind))
+        resp_owe_ack(c, p.h.bth.psn, c.msn);
+}
+
+// Errors (rxe's error states, IBTA 9.9 classes). RC: a NAK, and for every class but B (PSN
+// sequence, RNR) the QP goes to ERR. UC: no NAK, the message is dropped and the QP lives on.
+void Hca::resp_error(QpCtx& c, const pkt::Packet& p, RespResult r) {
+    QpObj& q = *c.qp;
+    const uint32_t psn = p.h.bth.psn;
+    const bool rc = q.type == QpType::rc;
+    pkt::NakCode code = pkt::NakCode::invalid_request;
+    EventType event = EventType::qp_req_err;
+    switch (r) {
+    case RespResult::out_of_sequence:
+        resp_nak(c, nak(pkt::NakCode::psn_seq_error), c.epsn);
+        trace(TraceKind::nak_sent, q.qpn, c.epsn);
+        return;
+    case RespResult::rnr:
+        if (rc) {
+            counters().add(Counter::send_rnr_err);
+            resp_nak(c, pkt::aeth_syndrome(pkt::AethType::rnr_nak, q.attr.min_rnr_timer), psn);
+            trace(TraceKind::rnr_nak_sent, q.qpn, psn);
+            return;
+        }
+        counters().add(Counter::uc_dropped_messages);
+        break;
+    case RespResult::access_error:
+        counters().add(Counter::resp_remote_access_errors);
+        code = pkt::NakCode::remote_access_error;
+        event = EventType::qp_access_err;
+        break;
+    case RespResult::operational_error:
+        counters().add(Counter::resp_invalid_request);
+        code = pkt::NakCode::remote_op_error;
+        break;
+    default: counters().add(Counter::resp_invalid_request); break;
+    }
+    if (!rc) {
+        c.in_msg = QpCtx::InMsg::none;
+        c.uc_dropping = true;
+        return;
+    }
+    resp_nak(c, nak(code), psn);
+    trace(TraceKind::nak_sent, q.qpn, psn);
+    dev_.qp_to_error(&q, event);
+}
+
+// The ACK owed for `psn` (coalesced: the newest PSN that asked, one a burst). A NAK owed already
+// stays: the requester goes back to its PSN, and the duplicates are acknowledged then.
+void Hca::resp_owe_ack(QpCtx& c, uint32_t psn, uint32_t msn) {
+    if (c.ack.due && c.ack.nak) return;
+    if (!c.ack_listed) {
+        c.ack_listed = true;
+        acks_.push_back(c.qp->qpn);
+    }
+    c.ack = PendingAck{.due = true, .psn = psn, .msn = msn};
+}
+
+// A NAK or RNR NAK for `psn`. With no response due it goes now, after the ACK owed (responses
+// leave in PSN order); behind responses it waits for them, replacing the ACK owed, which it
+// implies.
+void Hca::resp_nak(QpCtx& c, uint8_t syndrome, uint32_t psn) {
+    if (c.res_pending == 0) {
+        if (c.ack.due && resp_send_ack(c, c.ack) != Tx::ok) c.ack.due = false;
+        send_ack(c, syndrome, psn, c.msn);
+        return;
+    }
+    if (!c.ack_listed) {
+        c.ack_listed = true;
+        acks_.push_back(c.qp->qpn);
+    }
+    c.ack = PendingAck{.due = true, .nak = true, .syndrome = syndrome, .psn = psn, .msn = c.msn};
+}
+
+Hca::Tx Hca::resp_send_ack(QpCtx& c, PendingAck& a) {
+    // An ACK carries the receive WQEs posted as credits; with an SRQ there are none to tell.
+    const QpObj& q = *c.qp;
+    const uint8_t syndrome =
+        a.nak ? a.syndrome
+              : pkt::aeth_syndrome(pkt::AethType::ack, q.srq ? pkt::kAethCreditInvalid : pkt::aeth_credit_code(q.rq.count()));
+    const Tx t = send_ack(c, syndrome, a.psn, a.msn);
+    if (t == Tx::ok) a.due = false;
+    return t;
+}
+
+// Completes the receive WQE the responder holds (rxe do_complete).
+void Hca::resp_complete(QpCtx& c, WcStatus st, WcOpcode op, uint32_t byte_len, const pkt::Packet* p) {
     Wc wc;
     wc.wr_id = c.rwqe.wr_id;
     wc.status = st;
     wc.opcode = op;
     wc.byte_len = byte_len;
     wc.qp_num = c.qp->qpn;
-    bool solicited = false;
-    if (p) {
-        const pkt::OpcodeInfo& oi = *p->op;
-        if (oi.has(pkt::Ext::immdt)) {
-            wc.imm_data = p->h.imm;
-            wc.wc_flags |= wc_flag::with_imm;
-        }
-        if (oi.has(pkt::Ext::ieth)) {
-            wc.imm_data = p->h.ieth_rkey;  // verbs reports the invalidated R_Key here
-            wc.wc_flags |= wc_flag::with_inv;
-        }
-        solicited = p->h.bth.se;
+    if (p && p->op->has(pkt::Ext::immdt)) {
+        wc.imm_data = p->h.imm;
+        wc.wc_flags |= wc_flag::with_imm;
     }
     c.have_wqe = false;
-    if (st != WcStatus::success) hca.counters().add(Counter::resp_cqe_error);
-    hca.counters().add(Counter::rdma_recvs);
-    hca.trace_wc(c.qp->qpn, wc);
-    hca.device().complete(c.qp->recv_cq, wc, solicited);
+    if (st != WcStatus::success) counters().add(Counter::resp_cqe_error);
+    counters().add(Counter::rdma_recvs);
+    trace_wc(c.qp->qpn, wc);
+    dev_.complete(c.qp->recv_cq, wc, p && p->h.bth.se);
 }
 
-}  // namespace
-
-void Hca::resp_handle(QpCtx& c, const pkt::Packet& p) {
+// UD: one packet a message, the Q_Key checked (IBTA ch. 10, Q_Keys: a mismatch drops the
+// packet), no acknowledgement; the first 40 bytes of the buffer receive the GRH (for IPv4, the IP
+// header in its last 20).
+void Hca::resp_ud(QpCtx& c, const pkt::Packet& p) {
     QpObj& q = *c.qp;
-    const pkt::OpcodeInfo& oi = *p.op;
     const uint32_t psn = p.h.bth.psn;
-
-    // ---- UD: one packet per message, Q_Key checked, no acknowledgement (IBTA ch. 9, UD).
-    if (q.type == QpType::ud) {
-        if (p.h.deth.qkey != q.attr.qkey) {  // IBTA ch. 10 (Q_Keys): a mismatch drops the packet
-            counters().add(Counter::qkey_violations);
-            return;
-        }
-        if (!dev_.take_recv(&q, c.rwqe, c.rsges)) {
-            counters().add(Counter::out_of_buffer);  // UD drops when no receive WQE is posted
-            return;
-        }
-        c.have_wqe = true;
-        if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
-        // The first 40 bytes of the buffer receive the GRH: for IPv4, the IP header in its last 20.
-        uint8_t grh[40] = {};
-        const uint8_t* ip = p.frame + p.l3_off;
-        if (p.h.ipv6) std::memcpy(grh, ip, 40);
-        else std::memcpy(grh + 20, ip, 20);
-        const uint32_t total = 40 + p.payload_len;
-        const uint32_t nsge = c.rwqe.num_sge;
-        if (total > c.rwqe.length) {
-            counters().add(Counter::resp_local_length_error);
-            complete_recv(*this, c, WcStatus::loc_len_err, WcOpcode::recv, 0, nullptr);
-            return;
-        }
-        if (dev_.dma().scatter(q.pd, c.rsges.data(), nsge, 0, grh) != MrError::ok ||
-            dev_.dma().scatter(q.pd, c.rsges.data(), nsge, 40, p.payload()) != MrError::ok) {
-            complete_recv(*this, c, WcStatus::loc_prot_err, WcOpcode::recv, 0, nullptr);
-            return;
-        }
-        trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), nsge, 0, total);
-        Wc wc;
-        wc.wr_id = c.rwqe.wr_id;
-        wc.opcode = WcOpcode::recv;
-        wc.byte_len = total;
-        wc.qp_num = q.qpn;
-        wc.src_qp = p.h.deth.src_qp;
-        wc.wc_flags = wc_flag::grh;
-        if (oi.has(pkt::Ext::immdt)) {
-            wc.imm_data = p.h.imm;
-            wc.wc_flags |= wc_flag::with_imm;
-        }
-        wc.sgid = source_gid(p.h);
-        c.have_wqe = false;
-        counters().add(Counter::rdma_recvs);
-        trace_wc(q.qpn, wc);
-        dev_.complete(q.recv_cq, wc, p.h.bth.se);
+    if (p.h.deth.qkey != q.attr.qkey) {
+        counters().add(Counter::qkey_violations);
         return;
     }
-
-    const bool rc = q.type == QpType::rc;
-    if (!rc) {
-        // ---- UC: no ACKs; a gap drops the message in progress; a First or Only starts afresh.
-        // A PSN before the expected one is a duplicate or a straggler: dropped, so that nothing
-        // is delivered twice.
-        if (classify_psn(psn, c.epsn) == PsnClass::duplicate) {
-            counters().add(Counter::duplicate_request);
-            return;
-        }
-        if (psn != c.epsn) {
-            if (c.in_msg != QpCtx::InMsg::none) counters().add(Counter::uc_dropped_messages);
-            c.in_msg = QpCtx::InMsg::none;
-            c.recv_off = 0;
-            c.uc_dropping = !oi.is_first();
-            c.epsn = psn;
-        }
-        c.epsn = psn_next(psn);
-        if (c.uc_dropping) {
-            if (!oi.is_first()) return;
-            c.uc_dropping = false;
-        }
-    } else {
-        // Responses leave in PSN order. While READ responses wait for buffers, a new request
-        // that needs a response is dropped unseen (as by a full receive queue): the requester's
-        // retransmission brings it back.
-        if (reads_pending(c)) {
-            counters().add(Counter::rx_drop_no_qp);
-            return;
-        }
-        // ---- RC: the PSN decides (IBTA 9.7).
-        switch (classify_psn(psn, c.epsn)) {
-        case PsnClass::out_of_sequence:
-            // Packets were lost: one NAK per sequence error, then silence until epsn comes.
-            counters().add(Counter::out_of_sequence);
-            trace(TraceKind::out_of_sequence, q.qpn, psn);
-            if (!c.nak_sent && send_ack(c, nak(pkt::NakCode::psn_seq_error), c.epsn) == Tx::ok) {
-                c.nak_sent = true;
-                c.ack_due = false;  // the NAK acknowledges everything before epsn
-                trace(TraceKind::nak_sent, q.qpn, c.epsn);
-            }
-            return;
-        case PsnClass::duplicate: {
-            // C9-105: a duplicate is answered, never executed again.
-            counters().add(Counter::duplicate_request);
-            trace(TraceKind::duplicate, q.qpn, psn);
-            if (oi.kind == Kind::rdma_read_request || oi.kind == Kind::cmp_swap || oi.kind == Kind::fetch_add) {
-                for (RespResource& r : c.res) {
-                    if (!r.valid) continue;
-                    const int32_t d = psn_diff(psn, r.first_psn);
-                    if (d < 0 || uint32_t(d) >= r.npsn) continue;
-                    if (r.atomic) {
-                        pkt::Headers h = tmpl(c);
-                        h.bth.opcode = pkt::op::atomic_acknowledge;
-                        h.bth.psn = r.first_psn;
-                        h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
-                        h.atomic_ack.orig = r.orig;
-                        send(h, 0, [](std::span<uint8_t>) { return true; });
-                    } else if (!r.sending || psn_before(psn, r.next_psn)) {
-                        // Replay the READ responses from the PSN asked (re-read from memory),
-                        // unless the responses still being sent will reach that PSN anyway.
-                        r.next_psn = psn;
-                        r.next_off = uint32_t(d) * c.mtu;
-                        r.sending = true;
-                        if (!resp_send_reads(c, UINT32_MAX)) schedule(c);
-                    }
-                    return;
-                }
-                return;  // too old for the resources we keep: dropped
-            }
-            if (!c.ack_due) acks_.push_back(q.qpn);
-            c.ack_due = true;
-            c.ack_psn = psn_sub(c.epsn, 1);
-            return;
-        }
-        case PsnClass::expected: c.nak_sent = false; break;
-        }
-    }
-
-    // An invalid request ends the connection: NAK (RC) and the responder's QP goes to error.
-    auto invalid = [&](pkt::NakCode code, Counter ctr) {
-        counters().add(ctr);
-        if (rc) {
-            send_ack(c, nak(code), psn);
-            trace(TraceKind::nak_sent, q.qpn, psn);
-            dev_.qp_to_error(&q, code == pkt::NakCode::remote_access_error ? EventType::qp_access_err
-                                                                           : EventType::qp_req_err);
-        } else {
-            c.in_msg = QpCtx::InMsg::none;
-            c.uc_dropping = true;  // UC: the message is dropped, the QP lives on
-        }
-    };
-    auto ack_if_asked = [&]() {
-        if (rc && p.h.bth.ack_req) {
-            if (!c.ack_due) acks_.push_back(q.qpn);
-            c.ack_due = true;
-            c.ack_psn = psn;
-        }
-    };
-    const uint32_t plen = p.payload_len;
-
-    switch (oi.kind) {
-    case Kind::send: {
-        // Opcode sequence (IBTA 9.7): First/Only start a message, Middle/Last continue one.
-        if (oi.is_first() == (c.in_msg != QpCtx::InMsg::none) || (!oi.is_first() && c.in_msg != QpCtx::InMsg::send)) {
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        // First and Middle carry exactly one path MTU, Last and Only at most one (IBTA 9.7).
-        if ((oi.is_last() ? plen > c.mtu : plen != c.mtu)) {
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        if (oi.is_first()) {
-            if (!c.have_wqe && !dev_.take_recv(&q, c.rwqe, c.rsges)) {
-                // No receive WQE: RNR NAK, the requester retries after min_rnr_timer (IBTA 9.7).
-                counters().add(Counter::out_of_buffer);
-                if (rc) {
-                    counters().add(Counter::send_rnr_err);
-                    send_ack(c, pkt::aeth_syndrome(pkt::AethType::rnr_nak, q.attr.min_rnr_timer), psn);
-                    trace(TraceKind::rnr_nak_sent, q.qpn, psn);
-                } else {
-                    counters().add(Counter::uc_dropped_messages);
-                    c.uc_dropping = true;
-                }
-                return;
-            }
-            c.have_wqe = true;
-            c.recv_off = 0;
-            if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
-        }
-        if (c.recv_off + plen > c.rwqe.length) {
-            counters().add(Counter::resp_local_length_error);
-            complete_recv(*this, c, WcStatus::loc_len_err, WcOpcode::recv, 0, nullptr);
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        if (plen && dev_.dma().scatter(q.pd, c.rsges.data(), c.rwqe.num_sge, c.recv_off, p.payload()) != MrError::ok) {
-            complete_recv(*this, c, WcStatus::loc_prot_err, WcOpcode::recv, 0, nullptr);
-            invalid(pkt::NakCode::remote_op_error, Counter::resp_invalid_request);
-            return;
-        }
-        if (plen) trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), c.rwqe.num_sge, c.recv_off, plen);
-        c.recv_off += plen;
-        if (rc) c.epsn = psn_next(psn);
-        if (oi.is_last()) {
-            c.in_msg = QpCtx::InMsg::none;
-            c.msn = (c.msn + 1) & 0xFFFFFF;
-            complete_recv(*this, c, WcStatus::success, WcOpcode::recv, c.recv_off, &p);
-        } else {
-            c.in_msg = QpCtx::InMsg::send;
-        }
-        ack_if_asked();
+    if (!dev_.take_recv(&q, c.rwqe, c.rsges)) {
+        counters().add(Counter::out_of_buffer);  // UD drops when no receive WQE is posted
         return;
     }
-    case Kind::rdma_write: {
-        if (oi.is_first() == (c.in_msg != QpCtx::InMsg::none) || (!oi.is_first() && c.in_msg != QpCtx::InMsg::write)) {
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        if (oi.is_first()) {
-            // The whole range the RETH names is checked once, up front (IBTA 9.7); a
-            // zero-length WRITE touches no memory and needs no valid R_Key.
-            const pkt::Reth& r = p.h.reth;
-            if (!(q.attr.qp_access_flags & access::remote_write) ||
-                (r.dma_len && check_mr_access(dev_.mr_by_key(r.rkey), q.pd, r.va, r.dma_len, access::remote_write) != MrError::ok)) {
-                invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
-                return;
-            }
-            c.write_va = r.va;
-            c.write_rkey = r.rkey;
-            c.write_left = c.write_len = r.dma_len;
-            counters().add(Counter::rx_write_requests);
-        }
-        const bool size_ok = oi.is_last() ? plen == c.write_left : (plen == c.mtu && plen < c.write_left);
-        if (!size_ok) {
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        const bool imm = oi.has(pkt::Ext::immdt);
-        if (imm && !c.have_wqe) {
-            // WRITE with immediate consumes a receive WQE: check before placing the data.
-            if (!dev_.take_recv(&q, c.rwqe, c.rsges)) {
-                counters().add(Counter::out_of_buffer);
-                if (rc) {
-                    counters().add(Counter::send_rnr_err);
-                    send_ack(c, pkt::aeth_syndrome(pkt::AethType::rnr_nak, q.attr.min_rnr_timer), psn);
-                    trace(TraceKind::rnr_nak_sent, q.qpn, psn);
-                    if (!oi.is_first()) c.in_msg = QpCtx::InMsg::write;  // the retry continues it
-                } else {
-                    c.in_msg = QpCtx::InMsg::none;  // UC: this message is lost, the next one starts afresh
-                    c.uc_dropping = true;
-                    counters().add(Counter::uc_dropped_messages);
-                }
-                return;
-            }
-            c.have_wqe = true;
-            if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
-        }
-        if (plen && dev_.dma().remote_write(q.pd, c.write_rkey, c.write_va, p.payload()) != MrError::ok) {
-            invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
-            return;
-        }
-        if (plen) trace_dma(TraceKind::dma_write, q.qpn, psn, c.write_va, c.write_rkey, plen);
-        c.write_va += plen;
-        c.write_left -= plen;
-        if (rc) c.epsn = psn_next(psn);
-        if (oi.is_last()) {
-            c.in_msg = QpCtx::InMsg::none;
-            c.msn = (c.msn + 1) & 0xFFFFFF;
-            if (imm) complete_recv(*this, c, WcStatus::success, WcOpcode::recv_rdma_with_imm, c.write_len, &p);
-        } else {
-            c.in_msg = QpCtx::InMsg::write;
-        }
-        ack_if_asked();
+    c.have_wqe = true;
+    if (tracing()) trace(TraceEvent{.kind = TraceKind::recv_wqe_taken, .qpn = q.qpn, .psn = psn, .wr_id = c.rwqe.wr_id});
+    uint8_t grh[40] = {};
+    const uint8_t* ip = p.frame + p.l3_off;
+    if (p.h.ipv6) std::memcpy(grh, ip, 40);
+    else std::memcpy(grh + 20, ip, 20);
+    const uint32_t total = 40 + p.payload_len;
+    const uint32_t nsge = c.rwqe.num_sge;
+    if (total > c.rwqe.length) {
+        counters().add(Counter::resp_local_length_error);
+        resp_complete(c, WcStatus::loc_len_err, WcOpcode::recv, 0, nullptr);
         return;
     }
-    case Kind::rdma_read_request:
-    case Kind::cmp_swap:
-    case Kind::fetch_add: {
-        if (!rc || c.in_msg != QpCtx::InMsg::none) {
-            invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-            return;
-        }
-        const bool atomic = oi.kind != Kind::rdma_read_request;
-        const uint64_t va = atomic ? p.h.atomic.va : p.h.reth.va;
-        const uint32_t rkey = atomic ? p.h.atomic.rkey : p.h.reth.rkey;
-        const uint32_t len = atomic ? 8 : p.h.reth.dma_len;
-        const uint32_t need = atomic ? access::remote_atomic : access::remote_read;
-        if (!(q.attr.qp_access_flags & need)) {
-            invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
-            return;
-        }
-        if (len) {
-            const MrError e = check_mr_access(dev_.mr_by_key(rkey), q.pd, va, len, need);
-            if (e == MrError::misaligned) {  // an unaligned atomic is an invalid request (IBTA 9.4)
-                invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-                return;
-            }
-            if (e != MrError::ok) {
-                invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
-                return;
-            }
-        }
-        // A resource for the request, the oldest reused (max_dest_rd_atomic of them).
-        RespResource& r = c.res[c.res_next++ % c.res.size()];
-        r = RespResource{};
-        r.valid = true;
-        r.atomic = atomic;
-        r.first_psn = psn;
-        r.npsn = atomic || len == 0 ? 1 : (len + c.mtu - 1) / c.mtu;
-        r.va = va;
-        r.rkey = rkey;
-        r.length = len;
-        c.msn = (c.msn + 1) & 0xFFFFFF;
-        r.msn = c.msn;
-        c.epsn = psn_add(psn, r.npsn);
-        if (atomic) {
-            counters().add(Counter::rx_atomic_requests);
-            const AtomicOp aop = oi.kind == Kind::cmp_swap ? AtomicOp::cmp_swap : AtomicOp::fetch_add;
-            const uint64_t cmp_add = oi.kind == Kind::cmp_swap ? p.h.atomic.compare : p.h.atomic.swap_add;
-            if (dev_.dma().atomic(q.pd, rkey, va, aop, cmp_add, p.h.atomic.swap_add, r.orig) != MrError::ok) {
-                invalid(pkt::NakCode::remote_access_error, Counter::resp_remote_access_errors);
-                return;
-            }
-            if (tracing()) {
-                // The value now in memory (IBTA 9.4): swapped only if it equalled the compare value.
-                const uint64_t now_val = aop == AtomicOp::fetch_add ? r.orig + cmp_add
-                                         : r.orig == cmp_add      ? p.h.atomic.swap_add
-                                                                  : r.orig;
-                trace(TraceEvent{.kind = TraceKind::atomic_done, .qpn = q.qpn, .psn = psn, .addr = va, .key = rkey,
-                                 .remote = true, .bytes = 8, .old_value = r.orig, .new_value = now_val});
-            }
-            pkt::Headers h = tmpl(c);
-            h.bth.opcode = pkt::op::atomic_acknowledge;
-            h.bth.psn = psn;
-            h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
-            h.atomic_ack.orig = r.orig;
-            send(h, 0, [](std::span<uint8_t>) { return true; });
-            return;
-        }
-        counters().add(Counter::rx_read_requests);
-        r.next_psn = psn;
-        r.sending = true;
-        // Sent now, in order with every other response, as far as buffers allow.
-        if (!resp_send_reads(c, UINT32_MAX)) schedule(c);
+    if (dev_.dma().scatter(q.pd, c.rsges.data(), nsge, 0, grh) != MrError::ok ||
+        dev_.dma().scatter(q.pd, c.rsges.data(), nsge, 40, p.payload()) != MrError::ok) {
+        resp_complete(c, WcStatus::loc_prot_err, WcOpcode::recv, 0, nullptr);
         return;
     }
-    default:
-        // FLUSH and ATOMIC WRITE (IBTA 1.5) are outside this HCA's capabilities (it does not
-        // advertise them): answered as invalid requests, as IBTA 9.7 asks for unsupported opcodes.
-        invalid(pkt::NakCode::invalid_request, Counter::resp_invalid_request);
-        return;
+    trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), nsge, 0, total);
+    Wc wc;
+    wc.wr_id = c.rwqe.wr_id;
+    wc.opcode = WcOpcode::recv;
+    wc.byte_len = total;
+    wc.qp_num = q.qpn;
+    wc.src_qp = p.h.deth.src_qp;
+    wc.wc_flags = wc_flag::grh;
+    if (p.op->has(pkt::Ext::immdt)) {
+        wc.imm_data = p.h.imm;
+        wc.wc_flags |= wc_flag::with_imm;
     }
-}
-
-bool Hca::reads_pending(const QpCtx& c) const {
-    for (const RespResource& r : c.res)
-        if (r.sending) return true;
-    return false;
-}
-
-bool Hca::resp_send_reads(QpCtx& c, uint32_t budget) {
-    QpObj& q = *c.qp;
-    if (q.type != QpType::rc || q.state() == QpState::err) return true;
-    // Oldest request first: the resource after the newest in the ring.
-    for (size_t k = 0; k < c.res.size(); ++k) {
-        RespResource& r = c.res[(c.res_next + k) % c.res.size()];
-        while (r.valid && r.sending) {
-            if (budget == 0) return false;
-            const uint32_t idx = uint32_t(psn_diff(r.next_psn, r.first_psn));
-            const bool first = idx == 0, last = idx + 1 == r.npsn;
-            const uint32_t plen = std::min(c.mtu, r.length - r.next_off);
-            pkt::Headers h = tmpl(c);
-            using namespace pkt::op;
-            h.bth.opcode = r.npsn == 1 ? read_response_only : first ? read_response_first
-                                                         : last ? read_response_last : read_response_middle;
-            h.bth.psn = r.next_psn;
-            // First, Last and Only carry an AETH; Middle does not (IBTA 9.2 table 38).
-            h.aeth = {pkt::aeth_syndrome(pkt::AethType::ack, pkt::kAethCreditInvalid), r.msn};
-            const uint64_t va = r.va + r.next_off;
-            const Tx t = send(h, plen, [&](std::span<uint8_t> out) {
-                if (dev_.dma().remote_read(q.pd, r.rkey, va, out) != MrError::ok) return false;
-                trace_dma(TraceKind::dma_read, q.qpn, h.bth.psn, va, r.rkey, uint32_t(out.size()));
-                return true;
-            });
-            if (t == Tx::no_buffer) return false;
-            if (t == Tx::dma_error) {  // the MR went away or changed since the request: access error
-                r.sending = false;
-                counters().add(Counter::resp_remote_access_errors);
-                send_ack(c, nak(pkt::NakCode::remote_access_error), r.next_psn);
-                dev_.qp_to_error(&q, EventType::qp_access_err);
-                return true;
-            }
-            --budget;
-            r.next_off += plen;
-            r.next_psn = psn_next(r.next_psn);
-            if (last) r.sending = false;
-        }
-    }
-    return true;
+    wc.sgid = source_gid(p.h);
+    c.have_wqe = false;
+    counters().add(Counter::rdma_recvs);
+    trace_wc(q.qpn, wc);
+    dev_.complete(q.recv_cq, wc, p.h.bth.se);
 }
 
 }  // namespace hcaemu::transport
