@@ -55,6 +55,7 @@ Device::Device(const DeviceAttr& attr, const PortConfig& port)
     for (uint32_t* m : {&attr_.max_pd, &attr_.max_mr, &attr_.max_cq, &attr_.max_srq, &attr_.max_ah})
         *m = std::min(*m, 0xFFFFFFu - 1);
     port_.link_mtu = port.link_mtu;
+    port_.max_msg_sz = port.max_msg_sz;
     port_.active_mtu = active_mtu_for_link(port.link_mtu);
     rebuild_gids();
 }

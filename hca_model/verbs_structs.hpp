@@ -196,6 +196,7 @@ struct PortConfig {
     std::array<uint32_t, 4> ipv4{};   // host order; 0 = unused
     std::array<Gid, 4> ipv6{};        // all-zero = unused
     uint32_t link_mtu = 1500;
+    uint32_t max_msg_sz = 0x80000000;  // PortAttr::max_msg_sz: 2 GiB, the IBTA maximum message size
 };
 
 // RoCE v2 active MTU from the Ethernet MTU, as rxe computes it: subtract rxe's maximum header

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "packet/build.hpp"
+#include "packet/bytes.hpp"
+#include "packet/icrc.hpp"
 #include "packet/parse.hpp"
 #include "tools/sim_pair.hpp"
 
@@ -68,6 +70,43 @@ public:
         f.len = uint32_t(len);
         return send_raw(f);
     }
+    // `h` (IPv4) with BTH PadCnt `pad` and `payload` followed by `pad` zero bytes, whatever they
+    // add up to: the IP and UDP lengths, the IP checksum and the ICRC are made to match, so that
+    // only the transport's length rules can refuse it (the UDP checksum is 0).
+    bool send_padded(const pkt::Headers& h, std::span<const uint8_t> payload, uint8_t pad) {
+        port::Frame f;
+        if (!wire.end(1).alloc(f)) return false;
+        size_t hl = 0;
+        const size_t data = payload.size() + pad;
+        if (pkt::build_headers(h, 0, {f.data, f.cap}, hl) != pkt::BuildError::ok || hl + data + 4 + 60 > f.cap) {
+            wire.end(1).free(f);
+            return false;
+        }
+        uint8_t* ip = f.data + pkt::kEthLen;
+        const size_t udp_len = hl - pkt::kEthLen - pkt::kIpv4Len + data + pkt::kIcrcLen;
+        pkt::store_be16(ip + 2, uint16_t(pkt::kIpv4Len + udp_len));
+        pkt::store_be16(ip + 10, 0);
+        uint32_t sum = 0;
+        for (size_t i = 0; i < pkt::kIpv4Len; i += 2) sum += uint32_t(ip[i]) << 8 | ip[i + 1];
+        while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+        pkt::store_be16(ip + 10, uint16_t(~sum));
+        uint8_t* udp = ip + pkt::kIpv4Len;
+        pkt::store_be16(udp + 4, uint16_t(udp_len));
+        pkt::store_be16(udp + 6, 0);
+        udp[8 + 1] = uint8_t((udp[8 + 1] & ~0x30) | (pad & 3) << 4);  // BTH byte 1: PadCnt
+        std::copy(payload.begin(), payload.end(), f.data + hl);
+        std::fill(f.data + hl + payload.size(), f.data + hl + data, uint8_t(0));
+        size_t end = hl + data;
+        pkt::store_le32(f.data + end, pkt::icrc(ip, end - pkt::kEthLen, false));
+        end += pkt::kIcrcLen;
+        if (end < 60) {
+            std::fill(f.data + end, f.data + 60, uint8_t(0));
+            end = 60;
+        }
+        f.len = uint32_t(end);
+        return send_raw(f);
+    }
+
     // A frame the test wrote itself (bytes as they are: no ICRC or length fixed up).
     bool send_bytes(std::span<const uint8_t> bytes) {
         port::Frame f;
@@ -102,6 +141,23 @@ public:
         return out;
     }
 
+    // One turn of the DUT's loop once the wire has delivered what the peer sent (virtual time
+    // moves to the next delivery). Returns what poll() returned; the frames the DUT sent stay on
+    // the wire for run() to collect.
+    size_t poll_once() {
+        const uint64_t next = wire.next_delivery_ns();
+        if (next != UINT64_MAX && next > clock.now_ns()) clock.set(next);
+        return dut.hca->poll();
+    }
+
+    // Takes the DUT's QP through RESET and back to RTS, connected as at construction.
+    bool reconnect() {
+        QpAttr a;
+        a.qp_state = QpState::reset;
+        if (!dut.qp.modify(a, qp_attr::state).ok()) return false;
+        return tools::connect_qp(dut.qp, cfg, kPeerQpn, pkt::ipv4_mapped_gid(kPeerIp), cfg.sq_psn[0], cfg.sq_psn[1]);
+    }
+
     // Completions on the DUT's CQ so far.
     std::vector<Wc> poll_cq() {
         std::vector<Wc> v;
@@ -117,6 +173,18 @@ public:
         r.wr_id = wr_id;
         r.sg_list = &sge;
         r.num_sge = 1;
+        const RecvWr* bad = nullptr;
+        return dut.qp.post_recv(&r, &bad);
+    }
+
+    // A receive WQE with one SGE per (offset, length) pair of the registered buffer.
+    Status post_recv_sges(const std::vector<std::pair<uint64_t, uint32_t>>& parts, uint64_t wr_id) {
+        std::vector<Sge> sges;
+        for (const auto& [off, len] : parts) sges.push_back(Sge{dut.mr.addr() + off, len, dut.mr.lkey()});
+        RecvWr r;
+        r.wr_id = wr_id;
+        r.sg_list = sges.data();
+        r.num_sge = int(sges.size());
         const RecvWr* bad = nullptr;
         return dut.qp.post_recv(&r, &bad);
     }

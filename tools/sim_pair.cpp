@@ -16,7 +16,10 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     pc.mac = port.mac();
     pc.ipv4[0] = kIp[index];
     pc.link_mtu = port.mtu();
-    s.dev = std::make_unique<Device>(DeviceAttr{}, pc);
+    pc.max_msg_sz = c.max_msg_sz;
+    DeviceAttr da;
+    da.max_sge = std::max(da.max_sge, c.max_sge);
+    s.dev = std::make_unique<Device>(da, pc);
     s.hca = std::make_unique<transport::Hca>(*s.dev, port, clock, c.hca);
     s.hca->set_neighbor(pkt::ipv4_mapped_gid(kIp[1 - index]), peer_mac);
     s.gid = pkt::ipv4_mapped_gid(kIp[index]);
@@ -30,7 +33,7 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     ia.send_cq = &s.cq;
     ia.recv_cq = &s.cq;
     ia.qp_type = c.type;
-    ia.cap = {c.sq_depth, c.rq_depth, 4, 4, 64};
+    ia.cap = {c.sq_depth, c.rq_depth, c.max_sge, c.max_sge, 64};
     s.qp = std::move(s.dev->create_qp(s.pd, ia).value);
 }
 
