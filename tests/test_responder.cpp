@@ -335,3 +335,25 @@ TEST_CASE("a READ of 16 packets then a WRITE in one burst: the WRITE placed, at 
     CHECK(out[16].msn() == 2);
     CHECK(r.counter(Counter::rx_drop_no_qp) == 0);
 }
+
+// Responses in PSN order with responses still due: a NAK decided while READ responses wait for
+// their turn leaves after them, never before.
+TEST_CASE("a sequence error behind a 16-packet READ: the NAK leaves after the READ's last response", "[responder][order]") {
+    tools::SimConfig c;
+    c.hca.tx_budget = 4;
+    RawPeer r(c);
+    REQUIRE(r.connected);
+    const uint32_t p0 = r.cfg.sq_psn[1];
+    pkt::Headers rd = r.req(op::read_request, p0);
+    rd.reth = {r.addr(0), r.rkey(), 16 * 1024};
+    REQUIRE(r.send(rd));
+    REQUIRE(r.send(r.req(op::send_only, p0 + 20), pattern(8, 1)));  // p0 + 16 .. p0 + 19 lost
+    auto out = r.run();
+    REQUIRE(out.size() == 17);
+    for (uint32_t i = 0; i < 16; ++i) CHECK(out[i].psn() == p0 + i);
+    CHECK(out[15].opcode() == op::read_response_last);
+    CHECK(out[16].opcode() == op::acknowledge);
+    CHECK(out[16].syndrome() == kNakSeq);
+    CHECK(out[16].psn() == p0 + 16);
+    CHECK(out[16].msn() == 1);
+}

@@ -118,6 +118,7 @@ void Hca::qp_modified(QpObj& qp, QpState from) {
     if (to == QpState::rtr && from == QpState::init) {
         // The connection is known now: the responder's expected PSN, the packet template.
         c.epsn = qp.attr.rq_psn;
+        c.done_psn = psn_sub(c.epsn, 1);  // nothing executed yet: a stale duplicate gets ePSN - 1
         c.res.assign(qp.attr.max_dest_rd_atomic, RespResource{});  // 0: READ and atomics refused
         c.res_next = c.res_pending = 0;
         if (qp.type != QpType::ud) {
