@@ -241,14 +241,17 @@ Wc post_one(Side& s, WrOpcode op, void* local, uint32_t lkey, size_t n, uint64_t
 // them back from dst into src2 (a's again). Byte-exact both ways, addresses as the program sees them.
 void prove(void* src, void* dst, void* src2, size_t n, uint32_t seed) {
     Pair& p = pair();
+    // Bytes written before registration are what the daemon sees after it.
+    fill(src, n, seed);
+    fill(dst, n, seed + 1000);
     auto ms = p.a.ctx->reg_mr(*p.a.pd, src, n, access::local_write);
     REQUIRE(ms.status == Status::ok);
     auto md = p.b.ctx->reg_mr(*p.b.pd, dst, n, kRw);
     REQUIRE(md.status == Status::ok);
     auto ms2 = p.a.ctx->reg_mr(*p.a.pd, src2, n, access::local_write);
     REQUIRE(ms2.status == Status::ok);
-    fill(src, n, seed);
-    std::memset(dst, 0, n);
+    CHECK(same_fill(src, n, seed));
+    CHECK(same_fill(dst, n, seed + 1000));
     std::memset(src2, 0, n);
     Wc w = post_one(p.a, WrOpcode::rdma_write, src, ms.value->lkey(), n, reinterpret_cast<uintptr_t>(dst), md.value->rkey());
     REQUIRE(w.wr_id == 0x77);
@@ -322,6 +325,54 @@ TEST_CASE("remap alone: pages become memfd-backed in place, bytes and neighbours
     for (int i = 0; i < 8; ++i) CHECK(same_fill(blocks[size_t(i)], 700, uint32_t(i)));
     for (auto* b : blocks) std::free(b);
     CHECK(malloc_trim(0) >= 0);
+}
+
+TEST_CASE("remap alone: a range over mappings of different protections keeps each one's") {
+    auto* m = static_cast<uint8_t*>(::mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(m != MAP_FAILED);
+    fill(m, 4 * kPage, 40);
+    REQUIRE(::mprotect(m + 2 * kPage, 2 * kPage, PROT_READ) == 0);
+    api::remap::Share sh;
+    std::string err;
+    REQUIRE(api::remap::share(m + 10, 4 * kPage - 20, false, sh, err) == Status::ok);
+    ::close(sh.fd);
+    CHECK(maps_line(m).find(" rw-s ") != std::string::npos);
+    CHECK(maps_line(m + 3 * kPage).find(" r--s ") != std::string::npos);
+    CHECK(same_fill(m, 4 * kPage, 40));
+    api::remap::unshare(sh);
+    CHECK(maps_line(m).find(" rw-p ") != std::string::npos);
+    CHECK(maps_line(m + 3 * kPage).find(" r--p ") != std::string::npos);
+    CHECK(same_fill(m, 4 * kPage, 40));
+    ::munmap(m, 4 * kPage);
+}
+
+namespace {
+__attribute__((noinline)) int deep(int n);
+int deep_want(int n);
+}  // namespace
+
+TEST_CASE("remap alone: the lowest page of the main stack: only it is replaced, the stack still grows") {
+    std::ifstream f("/proc/self/maps");
+    std::string line;
+    unsigned long s = 0, e = 0;
+    while (std::getline(f, line))
+        if (line.find("[stack]") != std::string::npos) std::sscanf(line.c_str(), "%lx-%lx", &s, &e);
+    REQUIRE(s != 0);
+    volatile int here = 0;
+    const auto sp = reinterpret_cast<uintptr_t>(&here);
+    auto* low = reinterpret_cast<uint8_t*>(s);
+    api::remap::Share sh;
+    std::string err;
+    REQUIRE(api::remap::share(low + 8, 100, true, sh, err) == Status::ok);
+    ::close(sh.fd);
+    CHECK(on_memfd(low));
+    CHECK_FALSE(on_memfd(low + kPage));  // only the page asked
+    CHECK(maps_line(low - kPage).find("[stack]") != std::string::npos);  // grew a page below it first
+    // Recurse down through the replaced page and below the old bottom.
+    const int frames = int((sp - s) / 4096) + 32;
+    CHECK(deep(frames) == deep_want(frames));
+    api::remap::unshare(sh);
+    CHECK_FALSE(on_memfd(low));
 }
 
 TEST_CASE("remap alone: refusals name the reason") {
