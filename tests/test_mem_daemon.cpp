@@ -367,12 +367,41 @@ TEST_CASE("remap alone: the lowest page of the main stack: only it is replaced, 
     ::close(sh.fd);
     CHECK(on_memfd(low));
     CHECK_FALSE(on_memfd(low + kPage));  // only the page asked
-    CHECK(maps_line(low - kPage).find("[stack]") != std::string::npos);  // grew a page below it first
+    // The stack grew a page below it first (that piece no longer holds start_stack: no "[stack]").
+    CHECK(maps_line(low - kPage).find(" rw-p ") != std::string::npos);
     // Recurse down through the replaced page and below the old bottom.
     const int frames = int((sp - s) / 4096) + 32;
     CHECK(deep(frames) == deep_want(frames));
     api::remap::unshare(sh);
     CHECK_FALSE(on_memfd(low));
+}
+
+namespace {
+// Registers the 128 KiB of this thread's stack just below its own frame: the frames of share() and
+// unshare() themselves live in those pages while they copy and swap them.
+__attribute__((noinline)) bool share_own_frames(uint64_t& copied) {
+    volatile uint8_t here = 1;
+    const auto top = reinterpret_cast<uintptr_t>(&here) & ~uintptr_t(kPage - 1);
+    auto* lo = reinterpret_cast<uint8_t*>(top - 128 * 1024);
+    api::remap::Share sh;
+    std::string err;
+    const auto before = api::remap::counters();
+    if (api::remap::share(lo, 128 * 1024, true, sh, err) != Status::ok) return false;
+    ::close(sh.fd);
+    const bool shared = on_memfd(lo) && on_memfd(lo + 127 * 1024);
+    copied = api::remap::counters().bytes_copied - before.bytes_copied;
+    api::remap::unshare(sh);
+    return shared && !on_memfd(lo) && here == 1 && deep(8) == deep_want(8);
+}
+}  // namespace
+
+TEST_CASE("remap alone: the registering thread's own frames in the pages it swaps") {
+    bool ok = false;
+    uint64_t copied = 0;
+    std::thread t([&] { ok = share_own_frames(copied); });  // a thread's stack: 8 MiB mapped
+    t.join();
+    CHECK(ok);
+    CHECK(copied == 128 * 1024);
 }
 
 TEST_CASE("remap alone: refusals name the reason") {

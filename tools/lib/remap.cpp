@@ -2,8 +2,10 @@
 //
 // Each replacement runs in a child sharing our address space (clone CLONE_VM|CLONE_VFORK, as
 // posix_spawn does): the calling thread waits inside the kernel until the child is done, so none
-// of its own writes (its stack frames, errno, the allocator) can fall between the copy of a page
-// and the switch of the mapping. The child copies with system calls (no allocation, no errno, no
+// of its own writes (its stack frames, errno, the allocator, a signal handler) can fall between
+// the copy of a page and the switch of the mapping. (At -O2 the copy-and-swap below happens to
+// write no stack, so the calling thread could run it itself; the child makes that independent of
+// code generation and signals, for ~20-40 us a call.) The child copies with system calls (no allocation, no errno, no
 // sanitizer interceptor: a malloc'd range spans redzones) and swaps each piece in with one
 // mremap(MREMAP_FIXED): a piece is either wholly the old mapping or wholly the new one, never a
 // hole.
