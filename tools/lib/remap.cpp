@@ -5,10 +5,10 @@
 // of its own writes (its stack frames, errno, the allocator, a signal handler) can fall between
 // the copy of a page and the switch of the mapping. (At -O2 the copy-and-swap below happens to
 // write no stack, so the calling thread could run it itself; the child makes that independent of
-// code generation and signals, for one clone and wait a call.) The child copies with system calls (no allocation, no errno, no
-// sanitizer interceptor: a malloc'd range spans redzones) and swaps each piece in with one
-// mremap(MREMAP_FIXED): a piece is either wholly the old mapping or wholly the new one, never a
-// hole.
+// code generation and signals, for one clone and wait a call.) The child copies with system
+// calls (no allocation, no errno, no sanitizer interceptor: a malloc'd range spans redzones) and
+// swaps each piece in with one mremap(MREMAP_FIXED): a piece is either wholly the old mapping or
+// wholly the new one, never a hole.
 #include "tools/lib/remap.hpp"
 
 #include <dirent.h>
