@@ -848,7 +848,10 @@ public:
             if (a >= d && a - d <= r.size && length <= r.size - (a - d)) b = &r;
         }
         if (c_->dead()) return {Status::bad_handle, nullptr};
-        if (length == 0 || (access & ~access::supported)) return {Status::invalid_argument, nullptr};
+        // What the device would refuse anyway (check_mr_args) is refused before any copy.
+        if (length == 0 || (access & ~access::supported) ||
+            ((access & (access::remote_write | access::remote_atomic)) && !(access & access::local_write)))
+            return {Status::invalid_argument, nullptr};
         remap::Share sh;
         if (b) {
             sh.fd = b->fd;
