@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -685,8 +686,10 @@ TEST_CASE("daemon: registration cost per MiB (copy and remap; dereg copies back)
     auto* m = static_cast<uint8_t*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(m != MAP_FAILED);
     std::memset(m, 0x5A, n);  // populated, as a buffer in use is
-    double reg_ms = 0, dereg_ms = 0, rereg_ms = 0;
-    for (int i = 0; i < 3; ++i) {
+    // Best of 5 (the machine may be shared: the minimum is the mechanism's own cost).
+    double reg_ms = 1e9, dereg_ms = 1e9, rereg_ms = 1e9;
+    const auto ms = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double, std::milli>(y - x).count(); };
+    for (int i = 0; i < 5; ++i) {
         const auto t0 = Clock::now();
         auto r = p.b.ctx->reg_mr(*p.b.pd, m, n, kRw);
         const auto t1 = Clock::now();
@@ -698,47 +701,44 @@ TEST_CASE("daemon: registration cost per MiB (copy and remap; dereg copies back)
         const auto t3 = Clock::now();
         CHECK(r.value->destroy() == Status::ok);
         const auto t4 = Clock::now();
-        reg_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-        rereg_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
-        dereg_ms += std::chrono::duration<double, std::milli>(t4 - t3).count();
+        reg_ms = std::min(reg_ms, ms(t0, t1));
+        rereg_ms = std::min(rereg_ms, ms(t1, t2));
+        dereg_ms = std::min(dereg_ms, ms(t3, t4));
     }
     CHECK(m[n - 1] == 0x5A);
     ::munmap(m, n);
-    const double mib = double(n >> 20) * 3;
-    std::printf("registration of 64 MiB of populated private memory, mean of 3: reg_mr %.3f ms/MiB "
-                "(copy + remap + daemon mmap), reg_mr of pages already shared %.3f ms/MiB, dereg_mr %.3f ms/MiB "
-                "(copy back + punch)\n",
+    const double mib = double(n >> 20);
+    std::printf("64 MiB of populated private memory, best of 5: reg_mr %.3f ms/MiB (copy + swap + daemon mmap), "
+                "reg_mr of pages already shared %.3f ms/MiB, dereg_mr %.3f ms/MiB (copy back + punch)\n",
                 reg_ms / mib, rereg_ms / mib, dereg_ms / mib);
-    // A small registration: the fixed cost (maps scan, clone, daemon round trip).
+    // A small registration: the fixed cost (maps reads, clone, the daemon's round trip).
     auto* s = static_cast<uint8_t*>(std::malloc(256));
-    const auto t0 = Clock::now();
-    for (int i = 0; i < 20; ++i) {
+    double pair_us = 1e9, remap_us = 1e9, plain_us = 1e9;
+    const auto us = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double, std::micro>(y - x).count(); };
+    auto buf = p.b.ctx->alloc_buffer(4096);
+    REQUIRE(buf.ok());
+    for (int i = 0; i < 50; ++i) {
+        const auto t0 = Clock::now();
         auto r = p.b.ctx->reg_mr(*p.b.pd, s, 256, kRw);
         REQUIRE(r.status == Status::ok);
         CHECK(r.value->destroy() == Status::ok);
-    }
-    const auto t1 = Clock::now();
-    for (int i = 0; i < 20; ++i) {
+        const auto t1 = Clock::now();
         api::remap::Share sh;
         std::string err;
         REQUIRE(api::remap::share(s, 256, true, sh, err) == Status::ok);
         ::close(sh.fd);
         api::remap::unshare(sh);
+        const auto t2 = Clock::now();
+        auto rb = p.b.ctx->reg_mr(*p.b.pd, buf.value.data, 256, kRw);
+        REQUIRE(rb.status == Status::ok);
+        CHECK(rb.value->destroy() == Status::ok);
+        const auto t3 = Clock::now();
+        pair_us = std::min(pair_us, us(t0, t1));
+        remap_us = std::min(remap_us, us(t1, t2));
+        plain_us = std::min(plain_us, us(t2, t3));
     }
-    const auto t2 = Clock::now();
-    auto buf = p.b.ctx->alloc_buffer(4096);
-    REQUIRE(buf.ok());
-    for (int i = 0; i < 20; ++i) {
-        auto r = p.b.ctx->reg_mr(*p.b.pd, buf.value.data, 256, kRw);
-        REQUIRE(r.status == Status::ok);
-        CHECK(r.value->destroy() == Status::ok);
-    }
-    const auto t3 = Clock::now();
     p.b.ctx->free_buffer(buf.value);
-    std::printf("256 malloc'd bytes, per reg_mr + dereg_mr: %.1f us (of which remap share + unshare %.1f us); "
-                "the same on alloc_buffer memory (no remap) %.1f us\n",
-                std::chrono::duration<double, std::micro>(t1 - t0).count() / 20,
-                std::chrono::duration<double, std::micro>(t2 - t1).count() / 20,
-                std::chrono::duration<double, std::micro>(t3 - t2).count() / 20);
+    std::printf("256 malloc'd bytes, best of 50: reg_mr + dereg_mr %.1f us, of which remap share + unshare %.1f us; "
+                "the same on alloc_buffer memory (no remap) %.1f us\n", pair_us, remap_us, plain_us);
     std::free(s);
 }
