@@ -11,8 +11,8 @@
 //
 // Rule (the difference from a real HCA, which pins pages without copying): no thread may write
 // the pages of a range (including neighbours in the same pages) while share() or unshare() of it
-// runs; such a write may be lost. The calling thread's own stack is handled (the copy runs on a
-// helper thread while the caller waits in the kernel).
+// runs; such a write may be lost. The calling thread's own stack is handled (the copy runs in a
+// CLONE_VM|CLONE_VFORK child while the caller waits in the kernel).
 #pragma once
 #include <cstddef>
 #include <cstdint>
