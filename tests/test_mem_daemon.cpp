@@ -405,6 +405,28 @@ TEST_CASE("remap alone: the registering thread's own frames in the pages it swap
     CHECK(copied == 128 * 1024);
 }
 
+TEST_CASE("remap alone: memory unmapped while shared: nothing to copy back, its memfd pages freed") {
+    auto* m = static_cast<uint8_t*>(::mmap(nullptr, 8 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(m != MAP_FAILED);
+    fill(m, 8 * kPage, 50);
+    api::remap::Share sh;
+    std::string err;
+    REQUIRE(api::remap::share(m, 8 * kPage, true, sh, err) == Status::ok);
+    std::vector<uint8_t> back(8 * kPage);
+    ::munmap(m, 8 * kPage);  // free() of a large block before dereg (a program bug with any HCA)
+    // The registration still sees the bytes (as a pinned MR would).
+    REQUIRE(::pread(sh.fd, back.data(), back.size(), off_t(sh.offset)) == ssize_t(back.size()));
+    CHECK(same_fill(back.data(), back.size(), 50));
+    const auto before = api::remap::counters();
+    api::remap::unshare(sh);
+    const auto after = api::remap::counters();
+    CHECK(after.pages_reverted == before.pages_reverted);
+    CHECK(after.bytes_punched - before.bytes_punched == 8 * kPage);
+    REQUIRE(::pread(sh.fd, back.data(), back.size(), off_t(sh.offset)) == ssize_t(back.size()));
+    CHECK(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0; }));  // a hole now
+    ::close(sh.fd);
+}
+
 TEST_CASE("remap alone: refusals name the reason") {
     api::remap::Share sh;
     std::string err;
@@ -567,9 +589,20 @@ TEST_CASE("daemon: MAP_SHARED mappings: a sealed memfd goes as it is, other file
     REQUIRE(fm != MAP_FAILED);
     CHECK(p.a.ctx->reg_mr(*p.a.pd, fm, 100, access::local_write).status == Status::not_supported);
     CHECK(api::remap::last_error().find("F_SEAL_SHRINK") != std::string::npos);
-    // A range running from private memory into a shared mapping.
     ::munmap(fm, kPage);
     ::close(ff);
+    // A range running from private memory into a sealed memfd's shared mapping: two fds, refused.
+    auto* two = static_cast<uint8_t*>(::mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(two != MAP_FAILED);
+    const int fd2 = ::memfd_create("program-own-2", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(::ftruncate(fd2, off_t(kPage)) == 0);
+    REQUIRE(::fcntl(fd2, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+    REQUIRE(::mmap(two + kPage, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd2, 0) != MAP_FAILED);
+    CHECK(p.a.ctx->reg_mr(*p.a.pd, two + 100, kPage, access::local_write).status == Status::not_supported);
+    CHECK(api::remap::last_error().find("spans the MAP_SHARED mapping") != std::string::npos);
+    CHECK_FALSE(on_memfd(two));  // nothing replaced
+    ::munmap(two, 2 * kPage);
+    ::close(fd2);
 }
 
 TEST_CASE("daemon: overlapping registrations, dereg and re-registration keep the bytes and the pages") {
