@@ -417,6 +417,36 @@ Status cover(const std::vector<Vma>& maps, uintptr_t lo, uintptr_t hi, bool writ
 }  // namespace
 
 namespace {
+// Swaps the pieces of [lo, hi) not yet in the memfd `fd` for its pages.
+Status replace(State& st, const std::vector<Vma>& maps, const std::vector<size_t>& idx, uintptr_t lo, uintptr_t hi,
+               size_t page, int fd, std::string& err) {
+    std::vector<Piece> pieces;
+    for (size_t i : idx) {
+        const Vma& v = maps[i];
+        if (ours_home(st, v)) continue;
+        const Piece p{std::max(lo, v.start), std::min(hi, v.end), v.prot};
+        if (v.path == "[stack]" && p.lo == v.start) grow_stack(maps, i);
+        pieces.push_back(p);
+    }
+    if (pieces.empty()) return Status::ok;
+    Job j;
+    j.fd = fd;
+    j.page = page;
+    j.huge = page != base_page();
+    j.pieces = pieces.data();
+    j.n = pieces.size();
+    if (!run_job(st, j, err)) {
+        // Pieces swapped before the failure hold the same bytes; they stay (uncounted).
+        err = "replacing " + vma_name(maps[idx[0]]) + " by shared memory: " + err;
+        return (j.error == -ENOMEM || j.error == -ENOSPC) ? Status::no_resources : Status::not_supported;
+    }
+    for (const Piece& p : pieces) {
+        st.ctr.pages_replaced += (p.hi - p.lo) / base_page();
+        st.ctr.bytes_copied += p.hi - p.lo;
+    }
+    return Status::ok;
+}
+
 Status share_locked(const void* addr, size_t len, bool writable, Share& out, std::string& err) {
     out = {};
     const auto a = reinterpret_cast<uintptr_t>(addr);
@@ -460,31 +490,7 @@ Status share_locked(const void* addr, size_t len, bool writable, Share& out, std
     const Memfd* m = memfd_for(st, page, err);
     if (!m) return Status::no_resources;
 
-    std::vector<Piece> pieces;
-    for (size_t i : idx) {
-        const Vma& v = maps[i];
-        if (ours_home(st, v)) continue;
-        const Piece p{std::max(lo, v.start), std::min(hi, v.end), v.prot};
-        if (v.path == "[stack]" && p.lo == v.start) grow_stack(maps, i);
-        pieces.push_back(p);
-    }
-    if (!pieces.empty()) {
-        Job j;
-        j.fd = m->fd;
-        j.page = page;
-        j.huge = page != base;
-        j.pieces = pieces.data();
-        j.n = pieces.size();
-        if (!run_job(st, j, err)) {
-            // Pieces swapped before the failure hold the same bytes; they stay (uncounted).
-            err = "replacing " + vma_name(maps[idx[0]]) + " by shared memory: " + err;
-            return (j.error == -ENOMEM || j.error == -ENOSPC) ? Status::no_resources : Status::not_supported;
-        }
-        for (const Piece& p : pieces) {
-            st.ctr.pages_replaced += (p.hi - p.lo) / base;
-            st.ctr.bytes_copied += p.hi - p.lo;
-        }
-    }
+    if (Status s = replace(st, maps, idx, lo, hi, page, m->fd, err); s != Status::ok) return s;
     out.fd = ::fcntl(m->fd, F_DUPFD_CLOEXEC, 0);
     if (out.fd < 0) {
         err = std::string("dup: ") + std::strerror(errno);
