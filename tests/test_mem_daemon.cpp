@@ -375,6 +375,24 @@ TEST_CASE("remap alone: the lowest page of the main stack: only it is replaced, 
     CHECK(deep(frames) == deep_want(frames));
     api::remap::unshare(sh);
     CHECK_FALSE(on_memfd(low));
+    // Now the lowest mapping of the stack is one without the "[stack]" name: its lowest page too.
+    std::ifstream f2("/proc/self/maps");
+    unsigned long s2 = 0;
+    while (std::getline(f2, line)) {
+        unsigned long a = 0, b = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx", &a, &b) == 2 && b == s)  // the mapping below the swapped page
+            s2 = a;
+    }
+    REQUIRE(s2 != 0);
+    REQUIRE(s2 < s);
+    CHECK(maps_line(reinterpret_cast<void*>(s2)).find("[stack]") == std::string::npos);
+    REQUIRE(api::remap::share(reinterpret_cast<uint8_t*>(s2) + 8, 100, true, sh, err) == Status::ok);
+    ::close(sh.fd);
+    CHECK(on_memfd(reinterpret_cast<void*>(s2)));
+    CHECK(maps_line(reinterpret_cast<void*>(s2 - kPage)).find(" rw-p ") != std::string::npos);
+    const int frames2 = int((sp - s2) / 4096) + 32;
+    CHECK(deep(frames2) == deep_want(frames2));
+    api::remap::unshare(sh);
 }
 
 namespace {

@@ -118,17 +118,20 @@ std::vector<Vma> read_maps() {
     return out;
 }
 
-// KernelPageSize of the mapping starting at `start` (smaps), 0 if not found.
-size_t kernel_page_size(uintptr_t start) {
+// The text after `field` in the smaps entry of the mapping starting at `start` ("" if none).
+std::string smaps_field(uintptr_t start, const char* field) {
     std::string text;
-    if (!read_text("/proc/self/smaps", text)) return 0;
+    if (!read_text("/proc/self/smaps", text)) return "";
     char key[32];
     std::snprintf(key, sizeof key, "%" PRIxPTR "-", start);
     size_t at = text.rfind(key, 0) == 0 ? 0 : text.find(std::string("\n") + key);
-    if (at == std::string::npos) return 0;
-    at = text.find("KernelPageSize:", at);
-    if (at == std::string::npos) return 0;
-    return size_t(std::strtoull(text.c_str() + at + 15, nullptr, 10)) * 1024;
+    if (at == std::string::npos || (at = text.find(field, at)) == std::string::npos) return "";
+    at += std::strlen(field);
+    return text.substr(at, text.find('\n', at) - at);
+}
+// KernelPageSize of the mapping starting at `start`, 0 if not found.
+size_t kernel_page_size(uintptr_t start) {
+    return size_t(std::strtoull(smaps_field(start, "KernelPageSize:").c_str(), nullptr, 10)) * 1024;
 }
 
 struct Memfd {
@@ -327,19 +330,26 @@ bool run_job(State& st, Job& j, std::string& err) {
     return true;
 }
 
-// The main thread's stack cannot grow below a mapping that is no longer [stack]: before replacing
-// its lowest page, grow it by one page (when the rlimit and the guard gap allow).
+// The main thread's stack grows only at its lowest mapping (VM_GROWSDOWN; "[stack]" names the
+// one holding the start of the stack, not always the lowest after earlier swaps split it). Before
+// replacing the lowest page of a growing mapping, grow it by a page (when the rlimit and the
+// guard gap allow), so that it still grows after.
 __attribute__((no_sanitize("address"))) void touch(uintptr_t p) {
     (void)*reinterpret_cast<volatile const char*>(p);
 }
 void grow_stack(const std::vector<Vma>& maps, size_t i) {
     const Vma& v = maps[i];
     const size_t page = base_page();
+    uintptr_t top = 0;
+    for (const Vma& w : maps)
+        if (w.path == "[stack]") top = w.end;
     rlimit rl{};
-    if (::getrlimit(RLIMIT_STACK, &rl) != 0) return;
-    if (rl.rlim_cur != RLIM_INFINITY && v.end - v.start + 2 * page > rl.rlim_cur) return;
+    if (top == 0 || v.start >= top || ::getrlimit(RLIMIT_STACK, &rl) != 0) return;
+    const uint64_t limit = rl.rlim_cur == RLIM_INFINITY ? (1ull << 30) : rl.rlim_cur;
+    if (v.ino != 0 || v.shared || top - (v.start - page) > limit) return;
     const uintptr_t prev_end = i > 0 ? maps[i - 1].end : 0;
     if (v.start < prev_end + (2u << 20) + page) return;  // stack_guard_gap (256 pages) and more
+    if (smaps_field(v.start, "VmFlags:").find(" gd") == std::string::npos) return;
     touch(v.start - page);
 }
 
@@ -425,7 +435,7 @@ Status replace(State& st, const std::vector<Vma>& maps, const std::vector<size_t
         const Vma& v = maps[i];
         if (ours_home(st, v)) continue;
         const Piece p{std::max(lo, v.start), std::min(hi, v.end), v.prot};
-        if (v.path == "[stack]" && p.lo == v.start) grow_stack(maps, i);
+        if (p.lo == v.start) grow_stack(maps, i);
         pieces.push_back(p);
     }
     if (pieces.empty()) return Status::ok;
