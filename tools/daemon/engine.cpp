@@ -766,7 +766,13 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
             close_client_fd(fd);
             return limit();
         }
-        const uint64_t page = 4096;
+        // Mapped in the fd's own pages: 4096 for a memfd, the huge page size for a hugetlb memfd
+        // (st_blksize; hugetlbfs maps only whole huge pages).
+        struct stat sb{};
+        uint64_t page = 4096;
+        if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
+            (sb.st_blksize & (sb.st_blksize - 1)) == 0)
+            page = uint64_t(sb.st_blksize);
         const uint64_t start = r.offset & ~(page - 1);
         const uint64_t span = ((r.offset - start) + r.length + page - 1) & ~(page - 1);
         void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));

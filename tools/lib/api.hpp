@@ -6,10 +6,13 @@
 //   auto ctx = hcaemu::api::open_device("unix:/run/hcaemu.sock", {}, err);   // the daemon
 //   auto ctx = hcaemu::api::open_device("", attach_options, err);            // in-process
 //
-// Memory: the daemon's DMA engine works on the client's memory in place, so memory to register
-// must be shareable: take it from Context::alloc_buffer() (memfd-backed, like DPDK's rte_malloc
-// memory). reg_mr() of other memory fails with invalid_argument on a daemon; in-process any memory
-// may be registered.
+// Memory: the daemon's DMA engine works on the client's memory in place. Context::alloc_buffer()
+// memory is a memfd already; any other private memory (malloc, mmap, stack, .bss, MAP_HUGETLB)
+// has its pages replaced in place by a shared memfd's at reg_mr and copied back at the last
+// dereg (remap.hpp, docs/memory.md: the costs, fork, and the rule that no thread writes those
+// pages while reg_mr/dereg_mr runs). Refused, with remap::last_error() saying why: MAP_SHARED
+// mappings other than a sealed memfd (not_supported), unmapped pages or write access to read-only
+// pages (invalid_argument). In-process any memory may be registered.
 // Threads: one thread drives a Context and its objects (as with the in-process Device).
 #pragma once
 #include <cstdint>

@@ -28,6 +28,7 @@
 
 #include "tools/lib/api.hpp"
 #include "tools/lib/proto.hpp"
+#include "tools/lib/remap.hpp"
 #include "tools/lib/ring.hpp"
 #include "tools/lib/shm.hpp"
 #include "tools/stop.hpp"
@@ -412,13 +413,17 @@ private:
 
 class MrImpl final : public Mr {
 public:
-    MrImpl(ConnPtr c, const ctl::RegMrRep& r, uint64_t addr, uint64_t len)
-        : c_(std::move(c)), h_(r.handle), lkey_(r.lkey), rkey_(r.rkey), addr_(addr), len_(len) {}
+    MrImpl(ConnPtr c, const ctl::RegMrRep& r, uint64_t addr, uint64_t len, const remap::Share& sh)
+        : c_(std::move(c)), h_(r.handle), lkey_(r.lkey), rkey_(r.rkey), addr_(addr), len_(len), share_(sh) {}
     ~MrImpl() override { (void)destroy(); }
     Status destroy() override {
         if (!h_) return Status::bad_handle;
         const Status s = call0(*c_, ctl::Op::dereg_mr, ctl::HandleReq{h_, 0});
-        if (s == Status::ok || c_->dead()) h_ = 0;
+        if (s == Status::ok || c_->dead()) {
+            h_ = 0;
+            remap::unshare(share_);  // the daemon no longer maps the pages
+            share_ = {};
+        }
         return s;
     }
     uint32_t handle() const override { return h_; }
@@ -431,6 +436,7 @@ private:
     ConnPtr c_;
     uint32_t h_, lkey_, rkey_;
     uint64_t addr_, len_;
+    remap::Share share_;  // what unshare() undoes (remapped false: memory from alloc_buffer)
 };
 
 class ChanImpl final : public CompChannel {
@@ -832,6 +838,8 @@ public:
         if (s != Status::ok) return {s, nullptr};
         return {Status::ok, std::make_unique<PdImpl>(c_, rep.handle)};
     }
+    // Memory from alloc_buffer goes with its own memfd; any other memory is made shared in place
+    // first (remap.hpp: the pages are replaced by a memfd's, at the same address).
     Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override {
         const auto a = reinterpret_cast<uintptr_t>(addr);
         const BufRec* b = nullptr;
@@ -839,17 +847,35 @@ public:
             const auto d = reinterpret_cast<uintptr_t>(r.data);
             if (a >= d && a - d <= r.size && length <= r.size - (a - d)) b = &r;
         }
-        if (!b) return {Status::invalid_argument, nullptr};  // not from alloc_buffer: the daemon cannot reach it
+        if (c_->dead()) return {Status::bad_handle, nullptr};
+        // What the device would refuse anyway (check_mr_args) is refused before any copy.
+        if (length == 0 || (access & ~access::supported) ||
+            ((access & (access::remote_write | access::remote_atomic)) && !(access & access::local_write)))
+            return {Status::invalid_argument, nullptr};
+        remap::Share sh;
+        if (b) {
+            sh.fd = b->fd;
+            sh.offset = a - reinterpret_cast<uintptr_t>(b->data);
+        } else {
+            std::string err;
+            const bool writable = access & (access::local_write | access::remote_write | access::remote_atomic);
+            if (Status s = remap::share(addr, length, writable, sh, err); s != Status::ok) return {s, nullptr};
+        }
         ctl::RegMrReq req;
         req.pd = pd.handle();
         req.access = access;
-        req.offset = a - reinterpret_cast<uintptr_t>(b->data);
+        req.offset = sh.offset;
         req.length = length;
         req.iova = a;
         ctl::RegMrRep rep;
-        const Status s = call2(*c_, ctl::Op::reg_mr, req, rep, b->fd);
-        if (s != Status::ok) return {s, nullptr};
-        return {Status::ok, std::make_unique<MrImpl>(c_, rep, a, length)};
+        const Status s = call2(*c_, ctl::Op::reg_mr, req, rep, sh.fd);
+        if (!b) ::close(sh.fd);  // the daemon holds its own mapping
+        sh.fd = -1;
+        if (s != Status::ok) {
+            remap::unshare(sh);
+            return {s, nullptr};
+        }
+        return {Status::ok, std::make_unique<MrImpl>(c_, rep, a, length, sh)};
     }
     Result<std::unique_ptr<CompChannel>> create_comp_channel() override {
         if (c_->dead()) return {Status::bad_handle, nullptr};
