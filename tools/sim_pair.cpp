@@ -16,6 +16,7 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     pc.mac = port.mac();
     pc.ipv4[0] = kIp[index];
     pc.link_mtu = port.mtu();
+    pc.pkeys = c.pkeys;
     s.dev = std::make_unique<Device>(DeviceAttr{}, pc);
     s.hca = std::make_unique<transport::Hca>(*s.dev, port, clock, c.hca);
     s.hca->set_neighbor(pkt::ipv4_mapped_gid(kIp[1 - index]), peer_mac);
@@ -55,6 +56,7 @@ bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer
     a.qp_state = QpState::init;
     a.port_num = 1;
     a.qkey = 0x11111111;
+    a.pkey_index = cfg.pkey_index;
     a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
     uint32_t m = qp_attr::state | qp_attr::pkey_index | qp_attr::port;
     m |= t == QpType::ud ? qp_attr::qkey : qp_attr::access_flags;

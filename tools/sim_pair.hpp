@@ -27,6 +27,8 @@ struct SimConfig {
     uint32_t rq_depth = 512;
     size_t mem_bytes = 4u << 20; // each side's registered buffer
     uint32_t sq_psn[2] = {0x100, 0x200};
+    std::vector<uint16_t> pkeys = {0xFFFF};  // each side's P_Key table
+    uint16_t pkey_index = 0;                 // the QPs' entry in it
     transport::HcaConfig hca;
 };
 
