@@ -261,6 +261,49 @@ TEST_CASE("RC and UC: a request from another IP, or to another IP, is dropped an
     CHECK(r.counter(Counter::rx_drop_addr) == 0);
 }
 
+TEST_CASE("RC over IPv6: a request from another source, to another address or over IPv4 is dropped and counted",
+          "[conformance]") {
+    // 2001:2::/48, the IPv6 benchmarking prefix (RFC 5180), on the in-memory wire only.
+    auto v6 = [](uint8_t host) { return Gid{0x20, 0x01, 0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, host}; };
+    tools::SimConfig cfg;
+    cfg.ipv6[0] = v6(1);
+    cfg.ipv6[1] = v6(2);
+    RawPeer r(cfg);
+    REQUIRE(r.connected);
+    const auto data = pattern(48, 11);
+    const uint32_t psn = cfg.sq_psn[1];
+    pkt::Headers h = r.req(op::write_only, psn, true);
+    h.reth = {r.addr(256), r.rkey(), 48};
+    h.ip6.src = v6(3);
+    REQUIRE(r.send(h, data));
+    CHECK(r.run().empty());
+    h.ip6.src = v6(2);
+    h.ip6.dst = v6(9);
+    REQUIRE(r.send(h, data));
+    CHECK(r.run().empty());
+    // The same peer and QP over IPv4 (its mapped addresses): not the path's IP version.
+    pkt::Headers h4 = h;
+    h4.ipv6 = false;
+    h4.eth.ethertype = pkt::kEthTypeIpv4;
+    h4.ip4.src = RawPeer::kPeerIp;
+    h4.ip4.dst = 0xC6120001;
+    h4.ip4.ttl = 64;
+    REQUIRE(r.send(h4, data));
+    CHECK(r.run().empty());
+    CHECK(all_zero(r.mem() + 256, 48));
+    CHECK(r.counter(Counter::rx_drop_addr) == 3);
+    h.ip6.dst = v6(1);
+    REQUIRE(r.send(h, data));
+    auto out = r.run();
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].opcode() == op::acknowledge);
+    CHECK(out[0].psn() == psn);
+    CHECK(out[0].p.h.ipv6);
+    CHECK(out[0].p.h.ip6.src == v6(1));
+    CHECK(out[0].p.h.ip6.dst == v6(2));
+    CHECK(std::memcmp(r.mem() + 256, data.data(), 48) == 0);
+}
+
 // ---------------------------------------------------------------- defect 10: no QP_FATAL for CQE errors
 
 TEST_CASE("retry exhaustion and a NAK: the error CQE, the QP in ERR, and no QP_FATAL event", "[conformance]") {

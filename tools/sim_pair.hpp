@@ -29,6 +29,8 @@ struct SimConfig {
     uint32_t sq_psn[2] = {0x100, 0x200};
     std::vector<uint16_t> pkeys = {0xFFFF};  // each side's P_Key table
     uint16_t pkey_index = 0;                 // the QPs' entry in it
+    // Each side's IPv6 address (GID index 2); when set, the QPs connect over IPv6 GIDs.
+    Gid ipv6[2] = {};
     transport::HcaConfig hca;
 };
 
