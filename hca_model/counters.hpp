@@ -49,7 +49,9 @@ namespace hcaemu {
     X(rdma_recvs)                 /* rxe */                                                      \
     X(dma_bytes_read)             /* DMA engine: bytes read from registered memory */            \
     X(dma_bytes_written)          /* DMA engine: bytes written to registered memory */           \
-    X(dma_access_errors)          /* DMA engine: accesses refused by the MR check */
+    X(dma_access_errors)          /* DMA engine: accesses refused by the MR check */             \
+    X(pkey_violations)            /* BTH P_Key does not match the QP's (IBTA 10.9.3; the port's bad_pkey_cntr) */ \
+    X(rx_drop_addr)               /* RC/UC: IP source or destination not the QP's path (rxe check_addr) */
 
 enum class Counter : uint16_t {
 #define HCAEMU_ENUM(n) n,

@@ -58,6 +58,10 @@ Device::Device(const DeviceAttr& attr, const PortConfig& port)
     port_.max_msg_sz = port.max_msg_sz;
     port_.active_mtu = active_mtu_for_link(port.link_mtu);
     rebuild_gids();
+    // At least one entry, at most what a 16-bit pkey_index reaches.
+    pkeys_.assign(port.pkeys.begin(), port.pkeys.begin() + std::min<size_t>(port.pkeys.size(), 0xFFFF));
+    if (pkeys_.empty()) pkeys_.push_back(0xFFFF);
+    attr_.max_pkeys = port_.pkey_tbl_len = uint16_t(pkeys_.size());
 }
 
 Device::~Device() = default;
@@ -83,6 +87,12 @@ Status Device::query_port(uint8_t port_num, PortAttr& out) const {
 Status Device::query_gid(uint8_t port_num, int index, GidEntry& out) const {
     if (port_num != 1 || index < 0 || size_t(index) >= gids_.size()) return Status::invalid_argument;
     out = gids_[size_t(index)];
+    return Status::ok;
+}
+
+Status Device::query_pkey(uint8_t port_num, int index, uint16_t& out) const {
+    if (port_num != 1 || index < 0 || size_t(index) >= pkeys_.size()) return Status::invalid_argument;
+    out = pkeys_[size_t(index)];
     return Status::ok;
 }
 

@@ -203,6 +203,9 @@ public:
     const DeviceAttr& query_device() const { return attr_; }
     Status query_port(uint8_t port_num, PortAttr& out) const;
     Status query_gid(uint8_t port_num, int index, GidEntry& out) const;
+    Status query_pkey(uint8_t port_num, int index, uint16_t& out) const;  // ibv_query_pkey
+    // The P_Key at a table index, 0 (no partition: matches nothing) past the table.
+    uint16_t pkey(uint32_t index) const { return index < pkeys_.size() ? pkeys_[index] : 0; }
     void set_link_mtu(uint32_t mtu);  // the port's Ethernet MTU changed: active_mtu follows
 
     Result<Pd> alloc_pd();
@@ -235,6 +238,12 @@ public:
     bool complete(CqObj* cq, const Wc& wc, bool solicited = false);
     // Moves a QP to ERR as the HCA does on a fatal error, flushing its WRs; raises `event`.
     void qp_to_error(QpObj* qp, EventType event);
+    // The same without an async event: for an error that a completion already reports (retry or
+    // RNR retries exhausted, a NAK, a local error), as rxe moves such a QP to ERR.
+    void qp_to_error(QpObj* qp);
+    // UC and UD: a completion error on the send side moves the QP to SQE (IBTA 10.3.1): the send
+    // queue is flushed, receives go on; Modify QP SQE -> RTS resumes sending.
+    void qp_to_sqe(QpObj* qp);
     // Retires the oldest send WQE: unpins its MRs and AH and, when it is signaled or `wc` is an
     // error (errors always complete, IBTA ch. 10), writes `wc` (wr_id and qp_num filled in) to the
     // send CQ. Completions leave in posting order because only the head retires.
@@ -296,11 +305,13 @@ private:
     void unpin(const Sge* sges, uint32_t n);
     void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds
     void rebuild_gids();
+    void to_error(QpObj* qp, const EventType* event);
 
     DeviceAttr attr_;
     PortConfig port_cfg_;
     PortAttr port_;
     std::vector<GidEntry> gids_;
+    std::vector<uint16_t> pkeys_;
     Table<PdObj> pds_;
     Table<MrObj> mrs_;
     Table<CqObj> cqs_;

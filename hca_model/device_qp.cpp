@@ -252,13 +252,24 @@ void Device::flush(QpObj* q, bool sq, bool rq) {
     }
 }
 
-void Device::qp_to_error(QpObj* q, EventType event) {
+void Device::to_error(QpObj* q, const EventType* event) {
     if (q->state() == QpState::err) return;
     q->attr.qp_state = QpState::err;
-    raise(event, q->qpn);
+    if (event) raise(*event, q->qpn);
     if (listener_) listener_->qp_error(*q);
     flush(q);
     if (q->srq) raise(EventType::qp_last_wqe_reached, q->qpn);
+}
+
+void Device::qp_to_error(QpObj* q, EventType event) { to_error(q, &event); }
+
+void Device::qp_to_error(QpObj* q) { to_error(q, nullptr); }
+
+void Device::qp_to_sqe(QpObj* q) {
+    if (q->type == QpType::rc) return qp_to_error(q);  // RC has no SQE: its errors go to ERR
+    if (q->state() != QpState::rts && q->state() != QpState::sqd) return;
+    q->attr.qp_state = QpState::sqe;
+    flush(q, true, false);
 }
 
 Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
@@ -290,6 +301,9 @@ Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
         if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write); s != Status::ok)
             return s;
     }
+    // Initiator depth 0: no READ or atomic may ever be outstanding, so one would wait for ever
+    // (rxe's requester never gets an rd_atomic credit for it): refused when posted.
+    if (is_rd_atomic(wr.opcode) && q.attr.max_rd_atomic == 0) return Status::invalid_argument;
     if (atomic) {
         if (len != 8) return Status::invalid_argument;  // one 8-byte result (IBTA 9.4: atomic operations)
         if (wr.atomic.remote_addr & 7) return Status::misaligned;

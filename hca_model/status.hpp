@@ -26,13 +26,14 @@ enum class Status : uint8_t {
     no_ah,             // EINVAL: UD send without an address handle
     bad_qp_state,      // EINVAL: post_send before RTS, post_recv in RESET
     misaligned,        // EINVAL: atomic address not 8-byte aligned
+    permission_denied, // EPERM: a privileged attribute from an unprivileged consumer (controlled Q_Key)
     count,
 };
 constexpr size_t kStatusCount = size_t(Status::count);
 inline constexpr std::array<const char*, kStatusCount> kStatusName = {
     "ok", "invalid_argument", "no_resources", "busy", "bad_handle", "not_supported",
     "bad_transition", "missing_attr", "attr_not_allowed", "queue_full", "too_many_sge", "bad_lkey",
-    "inline_too_large", "opcode_not_allowed", "no_ah", "bad_qp_state", "misaligned",
+    "inline_too_large", "opcode_not_allowed", "no_ah", "bad_qp_state", "misaligned", "permission_denied",
 };
 inline const char* name(Status s) { return size_t(s) < kStatusCount ? kStatusName[size_t(s)] : "?"; }
 
@@ -44,6 +45,7 @@ constexpr int to_errno(Status s) {
     case Status::queue_full: return 12;   // ENOMEM
     case Status::busy: return 16;         // EBUSY
     case Status::not_supported: return 95;  // EOPNOTSUPP
+    case Status::permission_denied: return 1;  // EPERM
     default: return 22;                   // EINVAL
     }
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hca_model/verbs_types.hpp"
 #include "packet/headers.hpp"
@@ -197,6 +198,9 @@ struct PortConfig {
     std::array<Gid, 4> ipv6{};        // all-zero = unused
     uint32_t link_mtu = 1500;
     uint32_t max_msg_sz = 0x80000000;  // PortAttr::max_msg_sz: 2 GiB, the IBTA maximum message size
+    // The port's P_Key table (ibv_query_pkey): a QP's pkey_index selects the P_Key it sends and
+    // matches received packets against (IBTA 10.9.3). Entry 0 is the default partition, full member.
+    std::vector<uint16_t> pkeys = {0xFFFF};
 };
 
 // RoCE v2 active MTU from the Ethernet MTU, as rxe computes it: subtract rxe's maximum header

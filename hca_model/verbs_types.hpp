@@ -68,6 +68,12 @@ namespace wc_flag {
 constexpr uint32_t grh = 1u << 0, with_imm = 1u << 1, ip_csum_ok = 1u << 2, with_inv = 1u << 3;
 }
 
+// P_Key matching (IBTA 10.9.3): the 15-bit keys equal and not 0 (0x0000 and 0x8000 are no
+// partition), and at least one of the two a full member (bit 15); two limited members never match.
+constexpr bool pkey_match(uint16_t a, uint16_t b) {
+    return (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
+
 // enum ibv_wr_opcode
 enum class WrOpcode : uint8_t {
     rdma_write = 0, rdma_write_with_imm = 1, send = 2, send_with_imm = 3, rdma_read = 4,

@@ -32,10 +32,13 @@ public:
     static constexpr uint32_t kPeerQpn = 0x77;
 
     // The DUT's QP is connected (cfg.type, cfg.mtu ...) to kPeerQpn at 198.18.0.2: its send PSN
-    // is cfg.sq_psn[0], its expected PSN cfg.sq_psn[1] (the peer's first request PSN).
+    // is cfg.sq_psn[0], its expected PSN cfg.sq_psn[1] (the peer's first request PSN). With
+    // cfg.ipv6[0] and [1] set, over those IPv6 addresses instead (DUT, peer).
     explicit RawPeer(tools::SimConfig c = {}) : clock(1'000'000'000), wire(c.wire, clock), cfg(c) {
         tools::SimPair::build_side(dut, wire.end(0), clock, c, 0, c.wire.mac[1]);
-        connected = tools::connect_qp(dut.qp, c, kPeerQpn, pkt::ipv4_mapped_gid(kPeerIp), c.sq_psn[0], c.sq_psn[1]);
+        const bool v6 = c.ipv6[1] != Gid{};
+        connected = tools::connect_qp(dut.qp, c, kPeerQpn, v6 ? c.ipv6[1] : pkt::ipv4_mapped_gid(kPeerIp), c.sq_psn[0],
+                                      c.sq_psn[1]);
         // The peer's packet template: Ethernet, IPv4 and UDP to the DUT, BTH to its QP.
         tmpl.eth.src = c.wire.mac[1];
         tmpl.eth.dst = c.wire.mac[0];
@@ -47,6 +50,12 @@ public:
         tmpl.bth.dest_qp = dut.qp.qpn();
         tmpl.bth.pkey = 0xFFFF;
         if (c.type == QpType::ud) tmpl.deth = {0x11111111, 0, kPeerQpn};
+        if (v6) {
+            tmpl.ipv6 = true;
+            tmpl.eth.ethertype = pkt::kEthTypeIpv6;
+            tmpl.ip6.src = c.ipv6[1];
+            tmpl.ip6.dst = c.ipv6[0];
+        }
     }
 
     // A packet from the peer with this opcode and PSN; the test sets the other fields it needs.

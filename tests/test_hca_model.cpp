@@ -1152,3 +1152,120 @@ TEST_CASE("an MR with its own iova (ibv_reg_mr_iova): SGEs, R_Keys and atomics n
     // an iova range that wraps is refused
     CHECK(f.dev.reg_mr(f.pd, host.data(), 256, ~uint64_t(0) - 100, 0).status == Status::invalid_argument);
 }
+
+TEST_CASE("P_Key table: ibv_query_pkey, its length in the port and device attributes, pkey_index bounds", "[device]") {
+    Fixture f;
+    uint16_t k = 0;
+    REQUIRE(f.dev.query_pkey(1, 0, k) == Status::ok);
+    CHECK(k == 0xFFFF);  // the default partition, full member
+    CHECK(f.dev.query_pkey(1, 1, k) == Status::invalid_argument);
+    CHECK(f.dev.query_pkey(2, 0, k) == Status::invalid_argument);
+    PortConfig pc;
+    pc.pkeys = {0xFFFF, 0x8123, 0x0123};
+    Device d(DeviceAttr{}, pc);
+    PortAttr p;
+    REQUIRE(d.query_port(1, p) == Status::ok);
+    CHECK(p.pkey_tbl_len == 3);
+    CHECK(d.query_device().max_pkeys == 3);
+    REQUIRE(d.query_pkey(1, 2, k) == Status::ok);
+    CHECK(k == 0x0123);
+    CHECK(d.pkey(1) == 0x8123);
+    CHECK(d.pkey(3) == 0);  // past the table: no partition
+    pc.pkeys.clear();       // an empty table still has the default entry
+    Device e(DeviceAttr{}, pc);
+    REQUIRE(e.query_pkey(1, 0, k) == Status::ok);
+    CHECK(k == 0xFFFF);
+    // A QP's pkey_index must name an entry.
+    auto pd = d.alloc_pd();
+    auto cq = d.create_cq(8);
+    QpInitAttr ia;
+    ia.send_cq = ia.recv_cq = &cq.value;
+    ia.cap = {4, 4, 1, 1, 0};
+    auto qp = d.create_qp(pd.value, ia);
+    REQUIRE(qp.ok());
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.pkey_index = 3;
+    const uint32_t m = qp_attr::state | qp_attr::pkey_index | qp_attr::port | qp_attr::access_flags;
+    CHECK(qp.value.modify(a, m).status == Status::invalid_argument);
+    a.pkey_index = 2;
+    CHECK(qp.value.modify(a, m).ok());
+}
+
+TEST_CASE("pkey_match: IBTA 10.9.3, equal non-zero 15-bit keys with at least one full member", "[device]") {
+    CHECK(pkey_match(0xFFFF, 0xFFFF));
+    CHECK(pkey_match(0x7FFF, 0xFFFF));
+    CHECK(pkey_match(0xFFFF, 0x7FFF));
+    CHECK_FALSE(pkey_match(0x7FFF, 0x7FFF));  // two limited members
+    CHECK_FALSE(pkey_match(0x8123, 0x8124));
+    CHECK_FALSE(pkey_match(0x8000, 0x8000));  // key 0: no partition
+    CHECK_FALSE(pkey_match(0x0000, 0x8000));
+    CHECK_FALSE(pkey_match(0x0000, 0x0000));
+    CHECK(pkey_match(0x0123, 0x8123));
+}
+
+TEST_CASE("qp_to_sqe: UC and UD flush the send queue only and resume at SQE -> RTS; RC goes to ERR", "[qp]") {
+    Fixture f;
+    for (QpType t : {QpType::uc, QpType::ud}) {
+        Qp qp = f.make_qp(t);
+        f.to_rts(qp, t);
+        Sge sge{f.mr.addr(), 16, f.mr.lkey()};
+        RecvWr r;
+        r.wr_id = 7;
+        r.sg_list = &sge;
+        r.num_sge = 1;
+        const RecvWr* rbad;
+        REQUIRE(qp.post_recv(&r, &rbad) == Status::ok);
+        QpObj* q = f.dev.qp_by_qpn(qp.qpn());
+        // A send WQE in the queue (posted without the transport: it stays there).
+        auto ah = f.dev.create_ah(f.pd, AhAttr{.dgid = pkt::ipv4_mapped_gid(0xC6120002), .sgid_index = 1});
+        REQUIRE(ah.ok());
+        SendWr w;
+        w.wr_id = 3;
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.ud.ah = &ah.value;
+        const SendWr* bad;
+        REQUIRE(qp.post_send(&w, &bad) == Status::ok);
+        f.dev.qp_to_sqe(q);
+        CHECK(qp.state() == QpState::sqe);
+        auto wc = f.drain();
+        REQUIRE(wc.size() == 1);  // the send flushed; the receive stays posted
+        CHECK((wc[0].wr_id == 3 && wc[0].status == WcStatus::wr_flush_err));
+        CHECK(q->rq.count() == 1);
+        CHECK(events(f.dev).empty());
+        QpAttr a;
+        a.qp_state = QpState::rts;
+        REQUIRE(qp.modify(a, qp_attr::state).ok());
+        CHECK(qp.state() == QpState::rts);
+    }
+    Qp rc = f.make_qp(QpType::rc);
+    f.to_rts(rc);
+    f.dev.qp_to_sqe(f.dev.qp_by_qpn(rc.qpn()));
+    CHECK(rc.state() == QpState::err);
+    CHECK(events(f.dev).empty());  // an error a completion reports: no QP_FATAL
+}
+
+TEST_CASE("RC with max_rd_atomic 0: READ and atomics are refused at post (initiator depth 0)", "[qp]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    f.to_rts(qp);
+    QpAttr a;
+    a.max_rd_atomic = 0;
+    a.qp_state = QpState::sqd;
+    REQUIRE(qp.modify(a, qp_attr::state).ok());
+    REQUIRE(qp.modify(a, qp_attr::max_qp_rd_atomic).ok());
+    Sge sge{f.mr.addr(), 8, f.mr.lkey()};
+    SendWr w;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.rdma.remote_addr = w.atomic.remote_addr = 0x1000;
+    const SendWr* bad;
+    for (WrOpcode o : {WrOpcode::rdma_read, WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add}) {
+        w.opcode = o;
+        CHECK(qp.post_send(&w, &bad) == Status::invalid_argument);
+        CHECK(bad == &w);
+    }
+    w.opcode = WrOpcode::rdma_write;
+    CHECK(qp.post_send(&w, &bad) == Status::ok);
+}

@@ -17,11 +17,14 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     pc.ipv4[0] = kIp[index];
     pc.link_mtu = port.mtu();
     pc.max_msg_sz = c.max_msg_sz;
+    pc.pkeys = c.pkeys;
+    pc.ipv6[0] = c.ipv6[index];
     DeviceAttr da;
     da.max_sge = std::max(da.max_sge, c.max_sge);
     s.dev = std::make_unique<Device>(da, pc);
     s.hca = std::make_unique<transport::Hca>(*s.dev, port, clock, c.hca);
     s.hca->set_neighbor(pkt::ipv4_mapped_gid(kIp[1 - index]), peer_mac);
+    if (c.ipv6[1 - index] != Gid{}) s.hca->set_neighbor(c.ipv6[1 - index], peer_mac);
     s.gid = pkt::ipv4_mapped_gid(kIp[index]);
     s.pd = std::move(s.dev->alloc_pd().value);
     s.mem.assign(c.mem_bytes, 0);
@@ -58,6 +61,7 @@ bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer
     a.qp_state = QpState::init;
     a.port_num = 1;
     a.qkey = 0x11111111;
+    a.pkey_index = cfg.pkey_index;
     a.qp_access_flags = access::remote_write | access::remote_read | access::remote_atomic;
     uint32_t m = qp_attr::state | qp_attr::pkey_index | qp_attr::port;
     m |= t == QpType::ud ? qp_attr::qkey : qp_attr::access_flags;
@@ -69,7 +73,7 @@ bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer
     a.max_dest_rd_atomic = cfg.max_rd_atomic;
     a.min_rnr_timer = cfg.min_rnr_timer;
     a.ah_attr.dgid = peer_gid;
-    a.ah_attr.sgid_index = 1;
+    a.ah_attr.sgid_index = pkt::is_ipv4_mapped(peer_gid) ? 1 : 2;  // the IPv4-mapped GID, or the IPv6 one
     m = qp_attr::state;
     if (t == QpType::rc)
         m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn | qp_attr::max_dest_rd_atomic |

@@ -29,6 +29,10 @@ struct SimConfig {
     uint32_t max_sge = 4;        // each QP's max_send_sge and max_recv_sge (the device's at least this)
     uint32_t max_msg_sz = 0x80000000;  // the port's max_msg_sz
     uint32_t sq_psn[2] = {0x100, 0x200};
+    std::vector<uint16_t> pkeys = {0xFFFF};  // each side's P_Key table
+    uint16_t pkey_index = 0;                 // the QPs' entry in it
+    // Each side's IPv6 address (GID index 2); when set, the QPs connect over IPv6 GIDs.
+    Gid ipv6[2] = {};
     transport::HcaConfig hca;
 };
 

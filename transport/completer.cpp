@@ -64,6 +64,18 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
     return true;
 }
 
+// One retry of retry_cnt for a timeout or a sequence error (IBTA 9.7: the transport retry
+// counter). False when none is left: the head WQE then completed with RETRY_EXC_ERR.
+bool spend_retry(Hca& hca, QpCtx& c, WcOpcode op) {
+    if (c.retry_left == 0) {
+        hca.counters().add(Counter::retry_exceeded_err);
+        hca.fatal(c, WcStatus::retry_exc_err, op);
+        return false;
+    }
+    --c.retry_left;
+    return true;
+}
+
 }  // namespace
 
 void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
@@ -109,12 +121,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
             if (code == pkt::NakCode::psn_seq_error) {
                 // The responder expected psn: resend from there (Go-Back-N); costs a retry.
                 counters().add(Counter::packet_seq_err);
-                if (c.retry_left == 0) {
-                    counters().add(Counter::retry_exceeded_err);
-                    fatal(c, WcStatus::retry_exc_err, wc_opcode_for(q.sq.at(q.sq.head).opcode));
-                    return;
-                }
-                --c.retry_left;
+                if (!spend_retry(*this, c, wc_opcode_for(q.sq.at(q.sq.head).opcode))) return;
                 req_restart(c, psn);
                 return;
             }
@@ -139,6 +146,13 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
     const SendWqe& w = q.sq.at(q.sq.head);
     WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
     const uint64_t n = q.sq.head;
+    // The AETH of a READ response First, Last or Only and of an ATOMIC Acknowledge is an ACK: a
+    // responder NAKs with an Acknowledge packet, never with response data (IBTA 9.7.5.2; rxe's
+    // check_ack completes such a response in error).
+    if (oi.has(pkt::Ext::aeth) && p.h.aeth.type() != pkt::AethType::ack) {
+        fatal(c, WcStatus::bad_resp_err, wc_opcode_for(w.opcode));
+        return;
+    }
     if (oi.kind == pkt::Kind::atomic_ack) {
         if (!is_atomic(w.opcode) || psn != t.first_psn) {
             fatal(c, WcStatus::bad_resp_err, wc_opcode_for(w.opcode));
@@ -179,12 +193,7 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         // A gap: responses were lost; ask again from the first missing, once per gap.
         if (psn_after(psn, want) && !c.restarted) {
             counters().add(Counter::implied_nak_seq_err);
-            if (c.retry_left == 0) {
-                counters().add(Counter::retry_exceeded_err);
-                fatal(c, WcStatus::retry_exc_err, WcOpcode::rdma_read);
-                return;
-            }
-            --c.retry_left;
+            if (!spend_retry(*this, c, WcOpcode::rdma_read)) return;
             req_restart(c, want);
         }
         return;
@@ -222,12 +231,7 @@ void Hca::comp_ack_timeout(QpCtx& c) {
     if (c.una == c.psn) return;  // everything was acknowledged meanwhile
     counters().add(Counter::local_ack_timeout_err);
     trace(TraceKind::ack_timeout, q.qpn, c.una);
-    if (c.retry_left == 0) {
-        counters().add(Counter::retry_exceeded_err);
-        fatal(c, WcStatus::retry_exc_err, wc_opcode_for(q.sq.at(q.sq.head).opcode));
-        return;
-    }
-    --c.retry_left;
+    if (!spend_retry(*this, c, wc_opcode_for(q.sq.at(q.sq.head).opcode))) return;
     req_restart(c, c.una);
     timers_.arm(c.ack_timer, now() + ack_timeout_ns(q.attr.timeout));
 }

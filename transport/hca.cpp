@@ -33,6 +33,9 @@ Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfi
     PortAttr pa;
     dev_.query_port(1, pa);
     max_msg_sz_ = pa.max_msg_sz;
+    // QPs the device made before this Hca: contexts as their transitions would have made them.
+    for (uint32_t i = 0; i < dev_.qp_table().capacity(); ++i)
+        if (QpObj* q = dev_.qp_table().at(i); q && q->state() != QpState::reset) make_ctx(*q);
 }
 
 Hca::~Hca() {
@@ -90,7 +93,7 @@ bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt:
     h.udp.sport = qp.type == QpType::ud ? pkt::udp_sport_for_qpn(qp.qpn)
                                         : pkt::udp_sport_for_flow(av.flow_label, qp.qpn, dest_qpn);
     h.bth.dest_qp = dest_qpn;
-    h.bth.pkey = 0xFFFF;  // the default partition: the only P_Key table entry
+    h.bth.pkey = dev_.pkey(qp.attr.pkey_index);  // the QP's partition (IBTA 10.9.3)
     return true;
 }
 
@@ -110,33 +113,64 @@ QpCtx& Hca::fresh_ctx(QpObj& qp) {
     return *ctx_[qp.qpn];
 }
 
-void Hca::qp_modified(QpObj& qp, QpState from) {
-    const QpState to = qp.state();
-    if (to == QpState::reset || !ctx_[qp.qpn]) fresh_ctx(qp);
-    if (to == QpState::reset) return;
-    QpCtx& c = *ctx_[qp.qpn];
-    if (to == QpState::rtr && from == QpState::init) {
-        // The connection is known now: the responder's expected PSN, the packet template.
-        c.epsn = qp.attr.rq_psn;
-        c.done_psn = psn_sub(c.epsn, 1);  // nothing executed yet: a stale duplicate gets ePSN - 1
-        c.res.assign(qp.attr.max_dest_rd_atomic, RespResource{});  // 0: READ and atomics refused
-        c.res_next = c.res_pending = 0;
-        if (qp.type != QpType::ud) {
-            headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
-            c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-        }
+QpCtx& Hca::make_ctx(QpObj& qp) {
+    QpCtx& c = fresh_ctx(qp);
+    const QpState st = qp.state();
+    if (st != QpState::reset && st != QpState::init) ctx_rtr(c);
+    if (st == QpState::rts || st == QpState::sqd || st == QpState::sqe) ctx_rts(c);
+    ctx_attrs(c);
+    return c;
+}
+
+void Hca::ctx_rtr(QpCtx& c) {
+    // The connection is known now: the responder's expected PSN, the packet template.
+    QpObj& qp = *c.qp;
+    c.epsn = qp.attr.rq_psn;
+    c.done_psn = psn_sub(c.epsn, 1);  // nothing executed yet: a stale duplicate gets ePSN - 1
+    c.res.assign(qp.attr.max_dest_rd_atomic, RespResource{});  // 0: READ and atomics refused
+    c.res_next = c.res_pending = 0;
+    if (qp.type != QpType::ud) {
+        headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
+        c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     }
-    if (to == QpState::rts && from == QpState::rtr) {
-        c.psn = c.una = qp.attr.sq_psn;
-        c.next_wqe = qp.sq.head;
-        c.retry_left = qp.attr.retry_cnt;
-        c.rnr_left = qp.attr.rnr_retry;
-    }
+}
+
+void Hca::ctx_rts(QpCtx& c) {
+    QpObj& qp = *c.qp;
+    c.psn = c.una = qp.attr.sq_psn;
+    c.next_wqe = qp.sq.head;
+    c.retry_left = qp.attr.retry_cnt;
+    c.rnr_left = qp.attr.rnr_retry;
+}
+
+void Hca::ctx_attrs(QpCtx& c) {
+    QpObj& qp = *c.qp;
     // The path MTU, at most the port's active MTU; UD messages use the port's (as rxe does).
     PortAttr pa;
     dev_.query_port(1, pa);
     const uint32_t port_mtu = mtu_bytes(pa.active_mtu);
     c.mtu = qp.type == QpType::ud ? port_mtu : std::min(mtu_bytes(qp.attr.path_mtu), port_mtu);
+    c.pkey = dev_.pkey(qp.attr.pkey_index);  // pkey_index may change in INIT, RTR and SQD
+    c.tmpl.bth.pkey = c.pkey;
+}
+
+void Hca::qp_modified(QpObj& qp, QpState from) {
+    const QpState to = qp.state();
+    if (to == QpState::reset) {
+        fresh_ctx(qp);
+        return;
+    }
+    if (!ctx_[qp.qpn]) make_ctx(qp);
+    QpCtx& c = *ctx_[qp.qpn];
+    if (to == QpState::rtr && from == QpState::init) ctx_rtr(c);
+    if (to == QpState::rts && from == QpState::rtr) ctx_rts(c);
+    ctx_attrs(c);
+    if (to == QpState::rts && from == QpState::sqe) {
+        // SQE -> RTS: the flushed send queue starts over with what is posted from now (IBTA 10.3.1).
+        c.next_wqe = qp.sq.head;
+        c.next_off = 0;
+        c.failed_wqe = UINT64_MAX;
+    }
     if (to == QpState::sqd && from == QpState::rts) {
         c.drained_sent = false;
         check_drained(c);
@@ -162,6 +196,7 @@ void Hca::qp_error(QpObj& qp) {
         c->have_wqe = false;
     }
     c->next_wqe = qp.sq.tail;
+    c->failed_wqe = UINT64_MAX;
     c->in_msg = QpCtx::InMsg::none;
     for (auto& r : c->res) r.sending = false;
     c->res_pending = 0;
@@ -216,7 +251,18 @@ void Hca::fatal(QpCtx& c, WcStatus status, WcOpcode op) {
     wc.status = status;
     wc.opcode = op;
     if (!c.qp->sq.empty()) retire(c, wc);
-    dev_.qp_to_error(c.qp, EventType::qp_fatal);
+    c.failed_wqe = UINT64_MAX;
+    // The error CQE reports it: no QP_FATAL, which applications take for a dying device (rxe's
+    // completer and requester move the QP to ERR without an event, as for a Modify QP to ERR).
+    if (c.qp->type == QpType::rc) {
+        dev_.qp_to_error(c.qp);
+        return;
+    }
+    // UC, UD: the send queue to SQE, flushed; the requester starts over at SQE -> RTS (IBTA 10.3.1).
+    dev_.qp_to_sqe(c.qp);
+    c.next_wqe = c.qp->sq.tail;
+    c.next_off = 0;
+    c.una = c.psn;
 }
 
 void Hca::trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,

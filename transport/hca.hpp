@@ -90,7 +90,9 @@ public:
     void rq_doorbell(QpObj& qp) override;
 
     // ---- used by the engines (requester.cpp, completer.cpp, responder.cpp)
-    enum class Tx : uint8_t { ok, no_buffer, dma_error };
+    // dma_error: the payload's SGEs failed the MR check; build_error: the headers could not be
+    // built (the packet does not fit the port's buffers).
+    enum class Tx : uint8_t { ok, no_buffer, dma_error, build_error };
     // Builds one packet from `h` with `len` payload bytes that `fill` writes, and queues it.
     template <class Fill>
     Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
@@ -119,7 +121,10 @@ public:
         if (trace_fn_) trace_sges(k, qpn, psn, sges, nsge, off, bytes);
     }
     void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
-    void fatal(QpCtx& c, WcStatus status, WcOpcode op);  // error CQE on the head WQE, QP to ERR
+    // Error CQE on the head WQE; the QP to ERR (RC) or SQE (UC, UD), without an async event.
+    void fatal(QpCtx& c, WcStatus status, WcOpcode op);
+    // The requester cannot execute WQE n: it fails once every earlier WQE has completed.
+    void req_local_error(QpCtx& c, uint64_t n, WcStatus status);
     uint64_t now() const { return clock_.now_ns(); }
     TimerWheel& timers() { return timers_; }
     Counters& counters() { return dev_.counters(); }
@@ -185,6 +190,10 @@ private:
     void receive(port::Frame& f);
     void tx_flush();
     QpCtx& fresh_ctx(QpObj& qp);
+    QpCtx& make_ctx(QpObj& qp);      // a context for the QP's present state (a QP made before this Hca)
+    void ctx_rtr(QpCtx& c);          // the connection, as INIT -> RTR learns it
+    void ctx_rts(QpCtx& c);          // the requester's start, as RTR -> RTS sets it
+    void ctx_attrs(QpCtx& c);        // what any modify may change: path MTU, P_Key
     void trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
                     uint32_t bytes);
 
@@ -214,7 +223,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
     size_t hl = 0;
     if (pkt::build_headers(h, len, {f.data, f.cap}, hl) != pkt::BuildError::ok) {
         port_.free(f);
-        return Tx::dma_error;
+        return Tx::build_error;
     }
     if (len && !fill(std::span<uint8_t>(f.data + hl, len))) {
         port_.free(f);

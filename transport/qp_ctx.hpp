@@ -60,6 +60,7 @@ struct QpCtx {
     pkt::Headers tmpl;          // Ethernet, IP, UDP and BTH fields fixed for this QP's packets
     bool dmac_unresolved = false;  // tmpl.eth.dst is broadcast until the peer's MAC is known
     uint32_t mtu = 1024;        // path MTU in bytes
+    uint16_t pkey = 0xFFFF;     // the P_Key at the QP's pkey_index: sent in BTH, matched on receive
 
     // ---- requester (requester.cpp)
     std::vector<WqeTrack> track;  // one per SQ slot
@@ -71,6 +72,10 @@ struct QpCtx {
     uint32_t since_ackreq = 0;  // packets since one asked for an ACK
     bool scheduled = false;     // on the Hca's run list
     bool drained_sent = false;  // SQD: the drain was reported
+    // A WQE the requester could not execute: it completes with failed_status once every earlier
+    // WQE has completed (UINT64_MAX: none).
+    uint64_t failed_wqe = UINT64_MAX;
+    WcStatus failed_status = WcStatus::success;
 
     // ---- completer (completer.cpp)
     uint32_t retry_left = 0;    // retry_cnt left for this run of timeouts

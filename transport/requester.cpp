@@ -60,6 +60,17 @@ void Hca::req_restart(QpCtx& c, uint32_t psn) {
     }
 }
 
+void Hca::req_local_error(QpCtx& c, uint64_t n, WcStatus status) {
+    // Completions leave in posting order (IBTA 10.8.3): WQEs sent before this one complete (or
+    // fail) first, then this one with its error; the later ones are flushed.
+    if (n == c.qp->sq.head) {
+        fatal(c, status, wc_opcode_for(c.qp->sq.at(n).opcode));
+        return;
+    }
+    c.failed_wqe = n;
+    c.failed_status = status;
+}
+
 void Hca::req_run(QpCtx& c) {
     QpObj& q = *c.qp;
     // SQD drains: the message in progress and retransmissions go on, no new WQE starts (IBTA ch. 10).
@@ -77,11 +88,23 @@ void Hca::req_run(QpCtx& c) {
         SendWqe& w = q.sq.at(n);
         WqeTrack& t = c.track[n % q.sq.cap()];
         const bool rd = is_rd_atomic(w.opcode);
+        if (n == c.failed_wqe) {  // a local error waits for the WQEs before it to complete
+            if (n == q.sq.head) {
+                fatal(c, c.failed_status, wc_opcode_for(w.opcode));
+                return;
+            }
+            break;
+        }
         if (!t.started && draining) break;
         if (!t.started) {
             // Initiator depth: at most max_rd_atomic READ/atomic requests outstanding (IBTA 9.7);
-            // a fenced WQE waits for every earlier one of them.
-            if (rd && c.rd_atomic_out >= std::max<uint32_t>(q.attr.max_rd_atomic, 1)) break;
+            // a fenced WQE waits for every earlier one of them. With a depth of 0 (set in SQD after
+            // the WQE was posted) it could never go: a local QP operation error, not a hang.
+            if (rd && q.attr.max_rd_atomic == 0) {
+                req_local_error(c, n, WcStatus::loc_qp_op_err);
+                break;
+            }
+            if (rd && c.rd_atomic_out >= q.attr.max_rd_atomic) break;
             if ((w.send_flags & send_flag::fence) && c.rd_atomic_out) break;
             t.first_psn = c.psn;
             t.npsn = is_atomic(w.opcode) ? 1 : uint32_t(msg_packets(w.length, c.mtu));
@@ -97,8 +120,8 @@ void Hca::req_run(QpCtx& c) {
         if (q.type == QpType::ud) {
             if (w.ah && !w.ah->dmac_valid && resolve(w.ah->attr.dgid, w.ah->dmac)) w.ah->dmac_valid = true;
             if (!w.ah || !headers_for(q, w.ah->attr, w.remote_qpn, h, w.ah->dmac_valid ? &w.ah->dmac : nullptr)) {
-                fatal(c, WcStatus::loc_qp_op_err, WcOpcode::send);
-                return;
+                req_local_error(c, n, WcStatus::loc_qp_op_err);
+                break;
             }
             // A Q_Key with its high bit set means "use the QP's own" (IBTA ch. 10, Q_Keys).
             h.deth = {(w.remote_qkey & 0x80000000u) ? q.attr.qkey : w.remote_qkey, 0, q.qpn};
@@ -130,7 +153,10 @@ void Hca::req_run(QpCtx& c) {
             if (oi.has(pkt::Ext::reth)) h.reth = {w.remote_addr, w.rkey, w.length};
             if (oi.has(pkt::Ext::immdt)) h.imm = w.imm_data;
             if (oi.has(pkt::Ext::ieth)) h.ieth_rkey = w.imm_data;
-            h.bth.se = last && (w.send_flags & send_flag::solicited);
+            // SE only on the last packet of a SEND or of an RDMA WRITE with immediate: a plain
+            // WRITE consumes no receive WQE, so there is no completion to solicit (IBTA 9.2 BTH
+            // SE; rxe's init_req_packet).
+            h.bth.se = last && (w.send_flags & send_flag::solicited) && w.opcode != WrOpcode::rdma_write;
             // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA 9.7).
             h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval);
         }
@@ -149,10 +175,11 @@ void Hca::req_run(QpCtx& c) {
             schedule(c);  // the port's pool is empty: continue next turn
             break;
         }
-        if (r == Tx::dma_error) {
-            // The local SGEs no longer pass the MR check: local protection error (IBTA ch. 10).
-            fatal(c, WcStatus::loc_prot_err, wc_opcode_for(w.opcode));
-            return;
+        if (r == Tx::dma_error || r == Tx::build_error) {
+            // SGEs that fail the MR check: local protection error; a packet the port cannot take:
+            // local QP operation error (as rxe: EFAULT from the copy, else LOC_QP_OP_ERR).
+            req_local_error(c, n, r == Tx::dma_error ? WcStatus::loc_prot_err : WcStatus::loc_qp_op_err);
+            break;
         }
         --budget;
         c.since_ackreq = h.bth.ack_req ? 0 : c.since_ackreq + 1;
@@ -172,6 +199,7 @@ void Hca::req_run(QpCtx& c) {
             c.next_off += plen;
         }
     }
+    if (q.state() != QpState::rts && q.state() != QpState::sqd) return;  // a local error ended it
     if (rc && c.una != c.psn && !timers_.armed(c.ack_timer) && q.attr.timeout)
         timers_.arm(c.ack_timer, now() + ack_timeout_ns(q.attr.timeout));
 }

@@ -31,7 +31,7 @@ ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_o
                                   "fd_unexpected limit shutting_down".split())}
 ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
                                  "missing_attr attr_not_allowed queue_full too_many_sge bad_lkey inline_too_large "
-                                 "opcode_not_allowed no_ah bad_qp_state misaligned".split())}
+                                 "opcode_not_allowed no_ah bad_qp_state misaligned permission_denied".split())}
 EV_ASYNC, EV_SHUTDOWN, EV_CQ = EVENT | 2, EVENT | 3, EVENT | 1
 IP = "198.18.7.1"
 GID = bytes(10) + b"\xff\xff" + socket.inet_aton(IP)
@@ -870,10 +870,19 @@ def main():
         # ---- UD through an AH; another client's AH handle in a WQE is refused
         u1, un1, uring1, _ = sa.make_qp(qp_type=4)
         u2, un2, uring2, _ = sa.make_qp(qp_type=4)
+        # A controlled Q_Key (bit 31) is for privileged consumers: EPERM, as Linux's uverbs modify_qp
+        # answers without CAP_NET_RAW; the QP stays where it was.
+        h = modify(a, u1, 1 | 1 << 4 | 1 << 5 | 1 << 6, state=1, qkey=0x80000001)
+        check(h["status"] == ST["permission_denied"], f"UD to INIT with Q_Key 0x80000001: EPERM {h}")
+        check(query_state(a, u1) == 0, "controlled Q_Key refused: QP still in RESET")
         for q in (u1, u2):
             check(modify(a, q, 1 | 1 << 4 | 1 << 5 | 1 << 6, state=1, qkey=0x1111)["status"] == 0, "UD to INIT")
             check(modify(a, q, 1, state=2)["status"] == 0, "UD to RTR")
             check(modify(a, q, 1 | 1 << 16, state=3, sq_psn=5)["status"] == 0, "UD to RTS")
+        h = modify(a, u1, 1 << 6, qkey=0x80001111)
+        check(h["status"] == ST["permission_denied"], f"RTS -> RTS with Q_Key 0x80001111: EPERM {h}")
+        h, b, _ = a.req("query_qp", struct.pack("<II", u1, 0))
+        check(h["status"] == 0 and struct.unpack_from("<I", b, 4)[0] == 0x1111, "the QP kept its Q_Key 0x1111")
         h, b, _ = a.req("create_ah", struct.pack("<II", sa.pd, 0) + qp_attr()[44:72])
         ah = struct.unpack_from("<I", b)[0]
         sa.buf[200:232] = bytes(range(100, 132))
@@ -891,7 +900,7 @@ def main():
         post_send(uring1, 1, 302, 2, [(sa.iova + 200, 32, sa.lkey)], ah=foreign_ah, rqpn=un2, qkey=0x1111)
         check(wait_cqes(sa.cq_ring, prod + 1) == prod + 1 and (cqe(sa.cq_ring, prod)["wr_id"], cqe(sa.cq_ring, prod)["status"]) == (302, 2),
               f"foreign AH in a UD WQE: LOC_QP_OP_ERR {cqe(sa.cq_ring, prod)}")
-        check(query_state(a, u1) == 6, "foreign AH: UD QP in ERR")
+        check(query_state(a, u1) == 5, "foreign AH: UD QP in SQE (IBTA 10.3.1: UD send errors stop the send queue only)")
         sent_bad_wqes += 1
         prod = ld64(sa.cq_ring, 64)
         st64(sa.cq_ring, 128, prod)

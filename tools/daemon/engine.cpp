@@ -242,6 +242,13 @@ void to_err(Qp& qp) {
     (void)qp.modify(a, qp_attr::state);
 }
 
+// The same for a bad send WQE, except that UC and UD go to SQE: their send queue is flushed and
+// their receive side works on (IBTA 10.3.1).
+void send_error(Device& dev, Qp& qp, QpObj* o) {
+    if (o->type != QpType::rc && (o->state() == QpState::rts || o->state() == QpState::sqd)) dev.qp_to_sqe(o);
+    else to_err(qp);
+}
+
 }  // namespace
 
 void Engine::take_send(Client& c, QpE& q, size_t& work) {
@@ -318,7 +325,7 @@ void Engine::take_send(Client& c, QpE& q, size_t& work) {
         }
         if (s != Status::ok) {
             ctr_.inc(DCounter::bad_wqes);
-            to_err(q.qp);
+            send_error(dev_, q.qp, o);
             Wc wc;
             wc.wr_id = w.wr_id;
             wc.status = wc_status_for(s);
@@ -971,6 +978,10 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         const auto r = body_as<ctl::ModifyQpReq>(b);
         auto it = c.qps.find(r.handle);
         if (it == c.qps.end()) return bad();
+        // A controlled Q_Key (high-order bit set) is for privileged consumers only (IBTA 10.2.4);
+        // the daemon's clients are not, and Linux's uverbs modify_qp answers EPERM to one without
+        // CAP_NET_RAW. (A send WR's Q_Key with that bit means "the QP's own": that stays allowed.)
+        if ((r.mask & qp_attr::qkey) && (r.attr.qkey & 0x80000000u)) return failed(Status::permission_denied);
         const ModifyResult mr = it->second->qp.modify(r.attr, r.mask);
         if (!mr.ok()) ctr_.inc(DCounter::requests_failed);
         return reply(h, mr.status, nullptr, 0, mr.bits);
