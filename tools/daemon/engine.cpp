@@ -1080,6 +1080,13 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         case ctl::CounterSet::link: all = api::link_counts(att_.dpdk()); break;
         default:
             for (size_t i = 0; i < size_t(DCounter::count); ++i) all.emplace_back(kDCounterName[i], ctr_.get(DCounter(i)));
+            // Gauges: the objects the device holds now, every client's and those waiting to be freed.
+            all.emplace_back("dev_pds", dev_.num_pds());
+            all.emplace_back("dev_mrs", dev_.num_mrs());
+            all.emplace_back("dev_cqs", dev_.num_cqs());
+            all.emplace_back("dev_qps", dev_.num_qps());
+            all.emplace_back("dev_srqs", dev_.num_srqs());
+            all.emplace_back("dev_ahs", dev_.num_ahs());
             break;
         }
         auto rep = std::make_unique<ctl::CountersRep>();
