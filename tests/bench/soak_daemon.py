@@ -25,9 +25,12 @@ tools, whose requests are well-formed and valid). A SIGKILLed client and what it
 (retries exhausted, a failed exit) are expected and not counted. A client neither killed nor the
 peer of a killed one that fails (exit status, data check) or overruns is a client failure.
 
-Flat: every sample's fds and objects equal the start's, the end RSS within max(--rss-slack-mib,
---rss-slack-pct of the start) of the start's, zero daemon errors, zero client failures. Exit 0 if
-flat, 1 if not.
+The device's tables hand out fresh indices until each has used all of its max once, and keep a
+slot per index ever used (hca_model/table.hpp): their heap (`table_bytes`, at most a few MiB)
+grows with the handles ever created, by design. Flat: every sample's fds and objects equal the
+start's; at the end, beside the tables' growth, malloc's bytes in use within --heap-slack-kib
+(256) and RSS within max(--rss-slack-mib (4), --rss-slack-pct (5) of the start) of the start's;
+zero daemon errors, zero client failures. Exit 0 if flat, 1 if not.
 """
 import argparse
 import json
@@ -57,6 +60,10 @@ PERF = {  # test: (args, the output (server or client) that says 'data check: ok
     "send_bw": (["-s", "4096", "-n", "2000"], "s", 1), "atomic_bw": (["-n", "2000"], "s", 1),
     "write_lat": (["-s", "64", "-n", "500"], "sc", 2), "send_lat": (["-s", "2048", "-n", "500"], "sc", 2),
     "read_lat": (["-s", "4096", "-n", "500"], "c", 1), "atomic_lat": (["-n", "500"], "c", 1)}
+# Frames lost on the link, and the neighbour table's work (printed, not counted as daemon errors).
+LINK_LOSS = ("tx_no_buffer", "rx_dropped", "down_events", "reconnects", "burst_faults", "frames_lost_in_fault",
+             "pmd_ierrors", "pmd_oerrors", "pmd_imissed", "pmd_rx_nombuf")
+NET_NOTE = ("resolve_started", "resolve_failed", "drop_other_mac", "drop_other_ip", "tx_no_buffer")
 CLIENT_LIMIT = 90  # seconds any one client may run
 
 
@@ -114,7 +121,8 @@ class Soak:
         self.rng = random.Random(a.seed)
         self.n = 0
         self.failures = []   # client failures: (name, why, output tail)
-        self.stats = {"churn": 0, "perf": 0, "pair": 0, "ud": 0, "victims": 0, "victim_phase": {}, "overran": 0}
+        self.stats = {"churn": 0, "perf": 0, "pair": 0, "ud": 0, "victims": 0, "victim_phase": {}, "overran": 0,
+                      "churn_rounds": []}
         self.daemons = {}
 
     def name(self, what):
@@ -197,7 +205,8 @@ class Soak:
             time.sleep(0.2)
             rss, fds = self.proc(d)
         return {"rss": rss, "fds": fds, "res": res, "daemon": dm, "device": (st or {}).get("device", {}),
-                "link": (st or {}).get("link", {}), "idle": idle, "alive": self.daemons[d].p.poll() is None}
+                "net": (st or {}).get("net", {}), "link": (st or {}).get("link", {}), "idle": idle,
+                "alive": self.daemons[d].p.poll() is None}
 
     def errors(self, s):
         return {k: s["daemon"].get(k, 0) for k in ERROR_COUNTERS if s["daemon"].get(k, 0)}
@@ -207,7 +216,8 @@ class Soak:
         objs = " ".join(f"{k} {s['res'][k]}" for k in KINDS)
         gauges = " ".join(str(dm.get(g, "?")) for g in GAUGES)
         errs = self.errors(s)
-        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:7.1f} MiB  fds {s['fds']:3}  "
+        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:7.1f} MiB  malloc {dm.get('malloc_in_use', 0) / 1024:7.1f} KiB  "
+              f"fds {s['fds']:3}  "
               f"listed: {objs}  device pd/mr/cq/qp/srq/ah: {gauges}  "
               f"clients {dm.get('clients_total', '?')} cleaned {dm.get('clients_cleaned', '?')} "
               f"objects_cleaned {dm.get('objects_cleaned', '?')}  errors {sum(errs.values())}"
@@ -275,7 +285,7 @@ class Soak:
         for v, vd in victims:
             phase = self.phase_of(vd, v.p.pid)
             if kind == "churn":
-                phase = f"round {v.output().count(': ok')}, {phase}"
+                self.stats["churn_rounds"].append(v.output().count(": ok"))
             v.sigkill()
             v.note = f"{kind} SIGKILLed after {delay:.2f} s, mid-{phase}" if v.killed else f"{kind}: exited before the kill"
             key = f"{kind} mid-{phase}" if v.killed else f"{kind} exited before the kill"
@@ -344,50 +354,68 @@ class Soak:
         rcs = {d: self.daemons[d].stop() for d in ("B", "A")}
         return self.verdict(base, end, samples, rcs, waves, time.monotonic() - start)
 
+    def report(self, d, b, e, samples, drift):
+        """One daemon's start and end figures; what is not flat goes into drift."""
+        kib = lambda s, k: s["daemon"].get(k, 0) / 1024  # noqa: E731
+        tables = kib(e, "table_bytes") - kib(b, "table_bytes")
+        heap = kib(e, "malloc_in_use") - kib(b, "malloc_in_use") - tables
+        rss = (e["rss"] - b["rss"]) - tables
+        slack = max(self.a.rss_slack_mib * 1024, b["rss"] * self.a.rss_slack_pct / 100)
+        peak = max(s["rss"] for s in samples + [e])
+        if rss > slack:
+            drift.append(f"RSS grew {rss / 1024:.1f} MiB beside the tables' (> {slack / 1024:.1f} MiB)")
+        if heap > self.a.heap_slack_kib:
+            drift.append(f"malloc in use grew {heap:.0f} KiB beside the tables' (> {self.a.heap_slack_kib:.0f} KiB)")
+        bad = [s for s in samples[1:] + [e] if s["fds"] != b["fds"]]
+        if bad:
+            drift.append(f"fds {[s['fds'] for s in bad]} != {b['fds']}")
+        bad = [s for s in samples[1:] + [e] if not s["idle"] or s["res"] != b["res"]]
+        if bad:
+            drift.append("objects not back to the start's: " +
+                         "; ".join(f"{s['res']} {[s['daemon'].get(g) for g in GAUGES]}" for s in bad))
+        dev = e["device"]
+        print(f"{d}: RSS {b['rss'] / 1024:.1f} -> {e['rss'] / 1024:.1f} MiB (peak of the samples {peak / 1024:.1f}); "
+              f"malloc in use {kib(b, 'malloc_in_use'):.0f} -> {kib(e, 'malloc_in_use'):.0f} KiB, of which the "
+              f"device tables' slots {kib(b, 'table_bytes'):.0f} -> {kib(e, 'table_bytes'):.0f} KiB: beside them "
+              f"RSS {rss / 1024:+.1f} MiB (slack {slack / 1024:.1f}), malloc {heap:+.0f} KiB (slack "
+              f"{self.a.heap_slack_kib:.0f}); fds {b['fds']} -> {e['fds']}; objects listed "
+              f"{sum(b['res'].values())} -> {sum(e['res'].values())}, device tables "
+              f"{[b['daemon'].get(g) for g in GAUGES]} -> {[e['daemon'].get(g) for g in GAUGES]}; clients "
+              f"{e['daemon'].get('clients_total')}, cleaned {e['daemon'].get('clients_cleaned')} "
+              f"({e['daemon'].get('objects_cleaned')} objects); requests {e['daemon'].get('requests')}; device: "
+              f"sent_pkts {dev.get('sent_pkts')} rcvd_pkts {dev.get('rcvd_pkts')} "
+              f"retry_exceeded_err {dev.get('retry_exceeded_err')}", flush=True)
+        lost = {k: v for k, v in e["link"].items() if v and k in LINK_LOSS}
+        lost.update({k: v for k, v in e["net"].items() if v and k in NET_NOTE})
+        print(f"{d}: link and neighbour figures: {lost or 'none'}", flush=True)
+
     def verdict(self, base, end, samples, rcs, waves, secs):
         st = self.stats
         print(f"\n{waves} waves in {secs:.0f} s: {st['churn']} churn clients, {st['perf']} perf pairs, "
               f"{st['pair']} pair and {st['ud']} ud pairs, {st['victims']} victims "
               f"({', '.join(f'{v} {k}' for k, v in sorted(st['victim_phase'].items()))}), "
               f"{st['overran']} clients killed at their deadline", flush=True)
+        if st["churn_rounds"]:
+            print(f"churn victims killed after {min(st['churn_rounds'])} to {max(st['churn_rounds'])} rounds")
         flat = True
         for d in sorted(base):
             b, e = base[d], end.get(d)
-            log = self.bad_log_lines(d)
-            problems = []
+            drift, errors = [], []  # not flat; daemon errors
             if e is None:
-                problems.append(f"died during the soak: {self.daemons[d].p.returncode}")
+                errors.append(f"died during the soak: {self.daemons[d].p.returncode}")
             else:
-                slack = max(self.a.rss_slack_mib * 1024, b["rss"] * self.a.rss_slack_pct / 100)
-                peak = max(s["rss"] for s in samples[d] + [e])
-                if e["rss"] - b["rss"] > slack:
-                    problems.append(f"RSS grew {(e['rss'] - b['rss']) / 1024:.1f} MiB (> {slack / 1024:.1f} MiB)")
-                bad = [s for s in samples[d][1:] + [e] if s["fds"] != b["fds"]]
-                if bad:
-                    problems.append(f"fds {[s['fds'] for s in bad]} != {b['fds']}")
-                bad = [s for s in samples[d][1:] + [e] if not s["idle"] or s["res"] != b["res"]]
-                if bad:
-                    problems.append("objects not back to the start's: " +
-                                    "; ".join(f"{s['res']} {[s['daemon'].get(g) for g in GAUGES]}" for s in bad))
+                self.report(d, b, e, samples[d], drift)
                 errs = self.errors(e)
                 if errs:
-                    problems.append(f"error counters {errs}")
-                dev = e["device"]
-                print(f"{d}: RSS {b['rss'] / 1024:.1f} -> {e['rss'] / 1024:.1f} MiB (peak of the samples "
-                      f"{peak / 1024:.1f}, slack {slack / 1024:.1f}); fds {b['fds']} -> {e['fds']}; "
-                      f"objects listed {sum(b['res'].values())} -> {sum(e['res'].values())}, device tables "
-                      f"{[b['daemon'].get(g) for g in GAUGES]} -> {[e['daemon'].get(g) for g in GAUGES]}; "
-                      f"clients {e['daemon'].get('clients_total')}, cleaned after dying or exiting with objects "
-                      f"{e['daemon'].get('clients_cleaned')} ({e['daemon'].get('objects_cleaned')} objects); "
-                      f"requests {e['daemon'].get('requests')}; device: sent_pkts {dev.get('sent_pkts')} "
-                      f"rcvd_pkts {dev.get('rcvd_pkts')} retry_exceeded_err {dev.get('retry_exceeded_err')}",
-                      flush=True)
+                    errors.append(f"error counters {errs}")
             if rcs[d] != 0:
-                problems.append(f"exit status {rcs[d]} after SIGTERM")
+                errors.append(f"exit status {rcs[d]} after SIGTERM")
+            log = self.bad_log_lines(d)
             if log:
-                problems.append(f"{len(log)} log line(s): " + " | ".join(log[:10]))
-            print(f"{d}: daemon errors: {len(problems) and '; '.join(problems) or 0}", flush=True)
-            flat = flat and not problems
+                errors.append(f"{len(log)} log line(s): " + " | ".join(log[:10]))
+            print(f"{d}: {'flat' if not drift else 'NOT flat: ' + '; '.join(drift)}; "
+                  f"daemon errors: {'; '.join(errors) if errors else 0}", flush=True)
+            flat = flat and not drift and not errors
         for name, why, out in self.failures:
             print(f"client failure: {name}: {why}\n{out}", flush=True)
         print(f"client failures: {len(self.failures)}")
@@ -405,6 +433,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sample-every", type=float, default=60)
     ap.add_argument("--rss-slack-mib", type=float, default=4)
+    ap.add_argument("--heap-slack-kib", type=float, default=256)
     ap.add_argument("--rss-slack-pct", type=float, default=5)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hcaemu-soak-") as tmp:

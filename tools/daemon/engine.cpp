@@ -3,6 +3,7 @@
 #include "tools/daemon/engine.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -1087,6 +1088,15 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
             all.emplace_back("dev_qps", dev_.num_qps());
             all.emplace_back("dev_srqs", dev_.num_srqs());
             all.emplace_back("dev_ahs", dev_.num_ahs());
+            // Bytes malloc has handed out and not had back, every thread's arena (a leak shows
+            // here; RSS also grows with fragmentation and with pages touched for the first time),
+            // and the part of them that grows with the highest handle index ever used, by design:
+            // the device's tables hand out fresh indices until each has used all of its max once.
+            {
+                const struct mallinfo2 mi = mallinfo2();
+                all.emplace_back("malloc_in_use", uint64_t(mi.uordblks + mi.hblkhd));
+                all.emplace_back("table_bytes", uint64_t(dev_.table_bytes() + ahs_.capacity() * sizeof(AhE*)));
+            }
             break;
         }
         auto rep = std::make_unique<ctl::CountersRep>();
