@@ -13,6 +13,8 @@
 //                                       gone (retry exceeded), recreates its QP and takes a fresh
 //                                       transfer from c, byte-exact
 //   daemon_node ud      SOCK DIR a|b   UD SENDs (one inline) through an AH: GRH, src_qp, payload
+//                                       (DIR/stall: b says rts.b and waits for "stopped" before
+//                                       posting its receives; a says sent.a once its sends completed)
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
 //   daemon_node churn   SOCK ROUNDS    per round: PD, MR, CQs (one on a channel), SRQ, RC QP on the
 //                                       SRQ connected to itself, UD QP, AH; an RC SEND and a UD SEND
@@ -720,6 +722,10 @@ int run_ud(const std::string& sock, const std::string& dir, char role) {
     n.qp = std::move(q.value);
     ud_connect(n);
     if (role == 'b') {
+        if (std::ifstream(dir + "/stall")) {  // the test stops b's daemon; the receives go to its ring only
+            publish(dir, "rts.b", {});
+            wait_info(dir, "stopped");
+        }
         for (uint64_t i = 0; i < 2; ++i) post_recv(n, 200 + i, 1024 * i, 1024);
         publish(dir, "info.b", my_info(n));
         Wc wc[2];
@@ -770,6 +776,7 @@ int run_ud(const std::string& sock, const std::string& dir, char role) {
     poll_n(*n.scq, wc, 2, "a: UD send CQ");
     expect_wc(wc[0], 300, WcStatus::success, WcOpcode::send, 500, "a: UD SEND");
     expect_wc(wc[1], 301, WcStatus::success, WcOpcode::send, 48, "a: UD SEND inline");
+    publish(dir, "sent.a", {});
     wait_info(dir, "done.b");
     check_st(ah.value->destroy(), "destroy_ah");
     teardown(n);

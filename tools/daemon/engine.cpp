@@ -170,8 +170,13 @@ void Engine::run() {
     std::vector<std::function<void()>> batch;
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_acquire)) {
-        size_t work = att_.poll();
+        // The doorbells before the port: a receive a client posted before a SEND reached us is in
+        // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
+        // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
+        // in during that delay.
+        size_t work = 0;
         turn_rings(work);
+        work += att_.poll();
         move_cqes(work);
         route_events();
         if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
