@@ -173,10 +173,13 @@ void Engine::run() {
         // The doorbells before the port: a receive a client posted before a SEND reached us is in
         // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
         // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
-        // in during that delay.
+        // in during that delay. And again after it, before the CQEs: each ring's cons must cover
+        // the WQEs whose completions the client is about to see (it posts into the slots they
+        // free at once: a tx depth of 1 found its SQ ring full).
         size_t work = 0;
         turn_rings(work);
         work += att_.poll();
+        turn_rings(work);
         move_cqes(work);
         route_events();
         if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
