@@ -216,8 +216,8 @@ class Soak:
         objs = " ".join(f"{k} {s['res'][k]}" for k in KINDS)
         gauges = " ".join(str(dm.get(g, "?")) for g in GAUGES)
         errs = self.errors(s)
-        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:7.1f} MiB  malloc {dm.get('malloc_in_use', 0) / 1024:7.1f} KiB  "
-              f"fds {s['fds']:3}  "
+        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:6.1f} MiB  malloc {dm.get('malloc_in_use', 0) / 1024:6.0f} KiB "
+              f"(tables {dm.get('table_bytes', 0) / 1024:5.0f})  fds {s['fds']:3}  "
               f"listed: {objs}  device pd/mr/cq/qp/srq/ah: {gauges}  "
               f"clients {dm.get('clients_total', '?')} cleaned {dm.get('clients_cleaned', '?')} "
               f"objects_cleaned {dm.get('objects_cleaned', '?')}  errors {sum(errs.values())}"
