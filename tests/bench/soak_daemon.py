@@ -13,13 +13,14 @@ B the client at 198.18.0.2) serve waves of clients for --seconds (default 600):
 Every client has a deadline and is killed by its PID if it overruns. Between waves, once the
 daemons are idle again (no client but the sampler, no object listed), it samples each daemon:
 RSS (/proc/PID/status VmRSS), open fds (/proc/PID/fd), the objects `hcaemu res show` lists and the
-device's own tables (`hcaemu stat`, daemon set: dev_pds ... dev_ahs), and its error counters.
-Printed after a warm-up wave (the start), every --sample-every seconds, and at the end.
+device's own tables (`hcaemu stat`, daemon set: dev_pds ... dev_ahs), malloc's bytes in use
+(malloc_in_use, table_bytes) and its error counters. Printed after a warm-up wave (the start),
+every --sample-every seconds (60), and at the end.
 
 A daemon error is: the daemon dying or not exiting 0 on SIGTERM at the end; a line in its log
 while it serves other than its own start, client-gone and stop lines (DPDK's start-up output is
-not counted; in its stop, lines saying error or failure are); a non-zero daemon counter that a well-formed client cannot
-cause (err_* but err_shutting_down, bad_handle, rings_in_error, bad_wqes, cq_rings_bad,
+not counted; in its stop, lines saying error or failure are); a non-zero daemon counter that a
+well-formed client cannot cause (err_* but err_shutting_down, bad_handle, rings_in_error, bad_wqes, cq_rings_bad,
 events_dropped, clients_refused, requests_failed: the clients here are libhcaemu and the hcaemu
 tools, whose requests are well-formed and valid). A SIGKILLed client and what its peer sees
 (retries exhausted, a failed exit) are expected and not counted. A client neither killed nor the
@@ -136,7 +137,8 @@ class Soak:
                                         ("B", "client", "1", "198.18.0.2/24", "02:00:00:00:00:02")):
             sock = os.path.join(self.tmp, d + ".sock")
             log = open(os.path.join(self.tmp, d + ".log"), "w")
-            dm = daemonlib.Daemon(self.a.hcaemud, sock, daemonlib.memif_eal(self.tmp, role, lcore, tag), ip, mac, log=log)
+            eal = daemonlib.memif_eal(self.tmp, role, lcore, tag)
+            dm = daemonlib.Daemon(self.a.hcaemud, sock, eal, ip, mac, log=log)
             self.daemons[d] = dm
             # Ready once its port is attached too ('serving'): B's memif client then finds A listening.
             end = time.monotonic() + 30
@@ -216,7 +218,8 @@ class Soak:
         objs = " ".join(f"{k} {s['res'][k]}" for k in KINDS)
         gauges = " ".join(str(dm.get(g, "?")) for g in GAUGES)
         errs = self.errors(s)
-        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:6.1f} MiB  malloc {dm.get('malloc_in_use', 0) / 1024:6.0f} KiB "
+        print(f"{label:5} {t:6.0f} s  {d}: rss {s['rss'] / 1024:6.1f} MiB  "
+              f"malloc {dm.get('malloc_in_use', 0) / 1024:6.0f} KiB "
               f"(tables {dm.get('table_bytes', 0) / 1024:5.0f})  fds {s['fds']:3}  "
               f"listed: {objs}  device pd/mr/cq/qp/srq/ah: {gauges}  "
               f"clients {dm.get('clients_total', '?')} cleaned {dm.get('clients_cleaned', '?')} "
@@ -231,7 +234,8 @@ class Soak:
     def perf_pair(self, test, sd, cd, args, oob=30):
         port = free_port()
         base = ["--oob-timeout", str(oob), "-p", str(port)] + args
-        s = Proc(self.tmp, self.name(f"perf-{test}-srv{sd}"), [self.a.hcaemu, "perf", test, "--device", self.dev(sd)] + base)
+        s = Proc(self.tmp, self.name(f"perf-{test}-srv{sd}"),
+                 [self.a.hcaemu, "perf", test, "--device", self.dev(sd)] + base)
         s.wait_for("Waiting for client", 20)
         c = Proc(self.tmp, self.name(f"perf-{test}-cli{cd}"),
                  [self.a.hcaemu, "perf", test, "--device", self.dev(cd)] + base + ["127.0.0.1"])
@@ -287,7 +291,8 @@ class Soak:
             if kind == "churn":
                 self.stats["churn_rounds"].append(v.output().count(": ok"))
             v.sigkill()
-            v.note = f"{kind} SIGKILLed after {delay:.2f} s, mid-{phase}" if v.killed else f"{kind}: exited before the kill"
+            v.note = (f"{kind} SIGKILLed after {delay:.2f} s, mid-{phase}" if v.killed
+                      else f"{kind}: exited before the kill")
             key = f"{kind} mid-{phase}" if v.killed else f"{kind} exited before the kill"
             self.stats["victim_phase"][key] = self.stats["victim_phase"].get(key, 0) + 1
             self.stats["victims"] += 1
