@@ -261,6 +261,10 @@ public:
     uint32_t num_qps() const { return qps_.size(); }
     uint32_t num_srqs() const { return srqs_.size(); }
     uint32_t num_ahs() const { return ahs_.size(); }
+    // The tables' own heap bytes (Table::bytes), all six.
+    size_t table_bytes() const {
+        return pds_.bytes() + mrs_.bytes() + cqs_.bytes() + qps_.bytes() + srqs_.bytes() + ahs_.bytes();
+    }
     // Read-only views of the tables, for resource listings (control path only).
     const Table<PdObj>& pd_table() const { return pds_; }
     const Table<MrObj>& mr_table() const { return mrs_; }

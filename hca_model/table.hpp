@@ -48,6 +48,9 @@ public:
 
     uint32_t size() const { return count_; }
     uint32_t capacity() const { return uint32_t(slots_.size()); }
+    // Heap bytes the table holds beside its objects: the slots and the free list. They grow with
+    // the highest index used (at most `max`), not with the objects alive.
+    size_t bytes() const { return slots_.capacity() * sizeof(Slot) + free_.size() * sizeof(uint32_t); }
 
     template <class F>
     void for_each(F&& f) const {

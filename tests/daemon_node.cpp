@@ -13,7 +13,14 @@
 //                                       gone (retry exceeded), recreates its QP and takes a fresh
 //                                       transfer from c, byte-exact
 //   daemon_node ud      SOCK DIR a|b   UD SENDs (one inline) through an AH: GRH, src_qp, payload
+//                                       (DIR/stall: b says rts.b and waits for "stopped" before
+//                                       posting its receives; a says sent.a once its sends completed)
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
+//   daemon_node churn   SOCK ROUNDS    per round: PD, MR, CQs (one on a channel), SRQ, RC QP on the
+//                                       SRQ connected to itself, UD QP, AH; an RC SEND and a UD SEND
+//                                       through them, byte-exact; all destroyed. Then one more
+//                                       round's objects, left for the daemon to clean (tests/bench/
+//                                       soak_daemon.py runs it, and SIGKILLs some mid-way)
 //   daemon_node cq      SOCK           three create_cq against a fake daemon, polls, fds before/after
 //   daemon_node res     SOCK           prints every object (`res KIND client pid comm k=v ...`) and
 //                                       the device counters (`stat NAME VALUE`)
@@ -23,6 +30,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -716,6 +724,10 @@ int run_ud(const std::string& sock, const std::string& dir, char role) {
     n.qp = std::move(q.value);
     ud_connect(n);
     if (role == 'b') {
+        if (std::ifstream(dir + "/stall")) {  // the test stops b's daemon; the receives go to its ring only
+            publish(dir, "rts.b", {});
+            wait_info(dir, "stopped");
+        }
         for (uint64_t i = 0; i < 2; ++i) post_recv(n, 200 + i, 1024 * i, 1024);
         publish(dir, "info.b", my_info(n));
         Wc wc[2];
@@ -766,10 +778,128 @@ int run_ud(const std::string& sock, const std::string& dir, char role) {
     poll_n(*n.scq, wc, 2, "a: UD send CQ");
     expect_wc(wc[0], 300, WcStatus::success, WcOpcode::send, 500, "a: UD SEND");
     expect_wc(wc[1], 301, WcStatus::success, WcOpcode::send, 48, "a: UD SEND inline");
+    publish(dir, "sent.a", {});
     wait_info(dir, "done.b");
     check_st(ah.value->destroy(), "destroy_ah");
     teardown(n);
     std::printf("OK ud a\n");
+    return 0;
+}
+
+// ---- churn: every kind of object, loopback transfers through them, ROUNDS times ----
+int run_churn(const std::string& sock, int rounds) {
+    Node n;
+    open_ctx(n, sock);
+    constexpr size_t kBytes = 16384;
+    constexpr uint32_t kRcLen = 3000, kUdLen = 200;
+    for (int r = 0; r <= rounds; ++r) {
+        const std::string at = "churn round " + std::to_string(r) + ": ";
+        auto b = n.ctx->alloc_buffer(kBytes);
+        check_st(b.status, at + "alloc_buffer");
+        n.buf = b.value;
+        uint8_t* m = n.buf.data;
+        auto pd = n.ctx->alloc_pd();
+        check_st(pd.status, at + "alloc_pd");
+        n.pd = std::move(pd.value);
+        auto mr = n.ctx->reg_mr(*n.pd, m, kBytes, kAllAccess);
+        check_st(mr.status, at + "reg_mr");
+        n.mr = std::move(mr.value);
+        auto ch = n.ctx->create_comp_channel();
+        check_st(ch.status, at + "create_comp_channel");
+        n.ch = std::move(ch.value);
+        auto s = n.ctx->create_cq(32);
+        check_st(s.status, at + "create_cq (send)");
+        n.scq = std::move(s.value);
+        auto rc = n.ctx->create_cq(32, n.ch.get(), 0x5000 + uint64_t(r));
+        check_st(rc.status, at + "create_cq (recv, channel)");
+        n.rcq = std::move(rc.value);
+        check_st(n.rcq->req_notify(false), at + "req_notify");
+        SrqAttr sa{8, 1, 0};
+        auto srq = n.ctx->create_srq(*n.pd, sa);
+        check_st(srq.status, at + "create_srq");
+        api::QpInitAttr init;
+        init.send_cq = n.scq.get();
+        init.recv_cq = n.rcq.get();
+        init.srq = srq.value.get();
+        init.cap.max_send_wr = 8;
+        init.cap.max_send_sge = 1;
+        auto q = n.ctx->create_qp(*n.pd, init);
+        check_st(q.status, at + "create_qp RC on the SRQ");
+        n.qp = std::move(q.value);
+        n.psn = 0x1000 + uint32_t(r);
+        connect(n, my_info(n));  // to itself: the daemon loops its own address back
+        Sge rs{uintptr_t(m) + 4096, 4096, n.mr->lkey()};
+        RecvWr rw{7, nullptr, &rs, 1};
+        const RecvWr* bad_r = nullptr;
+        check_st(srq.value->post_recv(&rw, &bad_r), at + "post_srq_recv");
+        Node u;  // the UD QP, on the same PD, MR and CQs
+        init = {};
+        init.send_cq = n.scq.get();
+        init.recv_cq = n.rcq.get();
+        init.qp_type = QpType::ud;
+        init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+        auto uq = n.ctx->create_qp(*n.pd, init);
+        check_st(uq.status, at + "create_qp UD");
+        u.qp = std::move(uq.value);
+        u.psn = 0x2000;
+        ud_connect(u);
+        Sge us{uintptr_t(m) + 8192, 1024, n.mr->lkey()};
+        RecvWr uw{8, nullptr, &us, 1};
+        check_st(u.qp->post_recv(&uw, &bad_r), at + "post_recv UD");
+        AhAttr aa;
+        aa.dgid = n.ctx->gid();
+        aa.sgid_index = uint8_t(n.ctx->gid_index());
+        auto ah = n.ctx->create_ah(*n.pd, aa);
+        check_st(ah.status, at + "create_ah");
+
+        fill(m, kRcLen, uint32_t(r));
+        fill(m + 12288, kUdLen, uint32_t(r) + 1);
+        Sge s1{uintptr_t(m), kRcLen, n.mr->lkey()}, s2{uintptr_t(m) + 12288, kUdLen, n.mr->lkey()};
+        SendWr w1, w2;
+        w1.wr_id = 1;
+        w1.opcode = WrOpcode::send;
+        w1.sg_list = &s1;
+        w1.num_sge = 1;
+        w1.send_flags = send_flag::signaled;
+        w2 = w1;
+        w2.wr_id = 2;
+        w2.sg_list = &s2;
+        w2.ud = {ah.value->native(), u.qp->qpn(), kQkey};
+        const SendWr* bad = nullptr;
+        check_st(n.qp->post_send(&w1, &bad), at + "post_send RC");
+        check_st(u.qp->post_send(&w2, &bad), at + "post_send UD");
+        Wc wc[2];
+        poll_n(*n.scq, wc, 2, at + "send CQ");
+        for (const Wc& c : wc)
+            expect_wc(c, c.wr_id, WcStatus::success, WcOpcode::send, c.wr_id == 1 ? kRcLen : kUdLen, at + "send CQE");
+        check(wc[0].wr_id + wc[1].wr_id == 3, at + "one CQE per send");
+        poll_n(*n.rcq, wc, 2, at + "receive CQ");
+        for (const Wc& c : wc)
+            expect_wc(c, c.wr_id, WcStatus::success, WcOpcode::recv, c.wr_id == 7 ? kRcLen : kUdLen + kGrh,
+                      at + "receive CQE");
+        check(wc[0].wr_id + wc[1].wr_id == 15, at + "one CQE per receive");
+        expect_pattern(m + 4096, kRcLen, uint32_t(r), at + "RC SEND payload");
+        expect_pattern(m + 8192 + kGrh, kUdLen, uint32_t(r) + 1, at + "UD SEND payload");
+        CqEvent ev;
+        check(n.ch->wait_cq_event(ev, kWaitMs) && ev.cq_handle == n.rcq->handle(), at + "completion event");
+        n.rcq->ack_events(1);
+        std::printf("%sok\n", at.c_str());
+        if (r == rounds) {
+            std::printf("churn: exiting with the objects of round %d held\n", r);
+            std::fflush(stdout);
+            std::_Exit(0);  // no destructor runs: the daemon cleans them up
+        }
+        check_st(ah.value->destroy(), at + "destroy_ah");
+        check_st(u.qp->destroy(), at + "destroy_qp UD");
+        check_st(n.qp->destroy(), at + "destroy_qp RC");
+        check_st(srq.value->destroy(), at + "destroy_srq");
+        check_st(n.scq->destroy(), at + "destroy_cq (send)");
+        check_st(n.rcq->destroy(), at + "destroy_cq (recv)");
+        n.ch.reset();
+        check_st(n.mr->destroy(), at + "dereg_mr");
+        check_st(n.pd->destroy(), at + "dealloc_pd");
+        n.ctx->free_buffer(n.buf);
+    }
     return 0;
 }
 
@@ -851,8 +981,9 @@ int main(int argc, char** argv) {
     if (mode == "res" && argc == 3) return run_res(argv[2]);
     if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
     if (mode == "cq" && argc == 3) return run_cq(argv[2]);
+    if (mode == "churn" && argc == 4 && std::atoi(argv[3]) > 0) return run_churn(argv[2], std::atoi(argv[3]));
     if (argc != 5 || std::strlen(argv[4]) != 1) {
-        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | res SOCK\n");
+        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | churn SOCK ROUNDS | res SOCK\n");
         return 2;
     }
     const char role = argv[4][0];

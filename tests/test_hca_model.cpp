@@ -335,6 +335,19 @@ TEST_CASE("table limits give no_resources", "[device]") {
     CHECK(d.alloc_pd().ok());
 }
 
+TEST_CASE("a table's own heap grows with the highest index used, up to max, then stays", "[device]") {
+    DeviceAttr a;
+    a.max_pd = 64;
+    Device d(a);
+    const size_t empty = d.table_bytes();
+    for (int i = 0; i < 64; ++i) REQUIRE(d.alloc_pd()->destroy() == Status::ok);  // a fresh index each
+    const size_t full = d.table_bytes();
+    CHECK(full >= empty + 64 * sizeof(void*));  // a slot per index ever used
+    for (int i = 0; i < 1000; ++i) REQUIRE(d.alloc_pd()->destroy() == Status::ok);  // freed ones, oldest first
+    CHECK(d.table_bytes() == full);
+    CHECK(d.num_pds() == 0);
+}
+
 TEST_CASE("QP creation validates its capabilities", "[qp]") {
     Fixture f;
     QpInitAttr ia;

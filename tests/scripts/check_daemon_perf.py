@@ -6,6 +6,8 @@
 - Every perf test (write/read/send/atomic, bw/lat) A <-> B: both exit 0, perftest's tables with the
   size and count asked for, and --check finds the data where it belongs ('data check: ok').
 - Two clients on one daemon: server and client both on A (the daemon loops its own traffic back).
+- UD receives posted while daemon B is stopped, UD SENDs from A arriving meanwhile: once B runs
+  again the SENDs land in those receives (tests/daemon_node ud, with --node).
 - A client SIGKILLed in the middle of a transfer while a second pair runs beside it: the second pair
   finishes with its data right; `hcaemu res show` then lists none of the killed process's objects.
 - SIGTERM to a perf client of A mid-transfer: exit 143 with one 'interrupted by SIGTERM' line, its
@@ -90,6 +92,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--hcaemud", required=True)
+    ap.add_argument("--node", help="tests/daemon_node: the receives-posted-while-stopped case")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hcaemu-dperf-") as tmp:
         tag = str(os.getpid())
@@ -124,6 +127,8 @@ def main():
                        "A<->A write_bw -s 8192")
             check_pair(a.hcaemu, "send_lat", B, B, ["-s", "64", "-n", "200", "--check"], [64], 200,
                        "B<->B send_lat -s 64")
+            if a.node:
+                stalled_receive_case(a.node, da, db, tmp)
             sigkill_case(a.hcaemu, A, B)
             sigterm_case(a.hcaemu, A, B)
             rc, st, r = (lambda r: (r.returncode, r.stdout, r))(
@@ -143,6 +148,47 @@ def main():
         expect("SIGTERM: daemon B exits 0", rb == 0, f"rc={rb}\n{db.out}\n{db.err}")
         expect("SIGTERM: both control sockets removed", not os.path.exists(sa) and not os.path.exists(sb))
     return finish()
+
+
+def wait_file(path, proc, seconds=30):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and proc.poll() is None and not os.path.exists(path):
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def stalled_receive_case(node, da, db, tmp):
+    """UD receives posted while b's daemon B is stopped (SIGSTOP: they sit in b's ring) and a's
+    UD SENDs sent through A meanwhile (they sit in B's memif ring): once B runs again, the
+    receives posted first take the SENDs (as on an HCA, where a posted WQE is seen by any packet
+    arriving after it), none of them dropped for want of a receive."""
+    d = os.path.join(tmp, "stall")
+    os.mkdir(d)
+    open(os.path.join(d, "stall"), "w").close()
+    b = subprocess.Popen([node, "ud", db.sock, d, "b"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    a = subprocess.Popen([node, "ud", da.sock, d, "a"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stopped = False
+    try:
+        if wait_file(os.path.join(d, "rts.b"), b):
+            db.p.send_signal(signal.SIGSTOP)  # our daemon B, by its PID
+            stopped = True
+            open(os.path.join(d, "stopped"), "w").close()
+            sent = wait_file(os.path.join(d, "sent.a"), a)
+            expect("stalled receives: a's UD SENDs complete through A while B is stopped", sent)
+            time.sleep(0.3)  # the frames are in B's memif ring, the receives in b's ring
+    finally:
+        if stopped:
+            db.p.send_signal(signal.SIGCONT)
+    outs = {}
+    for name, p in (("b", b), ("a", a)):
+        try:
+            outs[name] = p.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outs[name] = p.communicate()[0]
+    expect("stalled receives: b takes both UD SENDs byte-exact, a sees it done (both exit 0)",
+           b.returncode == 0 and "OK ud b" in outs["b"] and a.returncode == 0 and "OK ud a" in outs["a"],
+           f"b rc={b.returncode}\n{outs['b']}\na rc={a.returncode}\n{outs['a']}")
 
 
 def sigkill_case(hcaemu, A, B):

@@ -256,6 +256,14 @@ def objects(c):
     return {k: res_list(c, i) for i, k in enumerate(["pd", "mr", "cq", "qp", "srq"])}
 
 
+def gauges_match(c, o, when):
+    """The daemon set's dev_* gauges (the device's tables) count what res_list lists, kind by kind."""
+    dc = counters(c, 3)
+    got = {k: dc.get(f"dev_{k}s") for k in o}
+    want = {k: len(v) for k, v in o.items()}
+    check(got == want, f"dev_* gauges {when}: {got}, res_list {want}")
+
+
 class Setup:
     """A PD, an MR on a sealed memfd, a CQ and an RC QP, as a client builds them."""
 
@@ -974,10 +982,12 @@ def main():
         check(all(x["comm"] == "pytest" and x["pid"] == os.getpid() for x in mine), "res: comm and pid")
         mr = [x for x in o["mr"] if x["client"] == a.id]
         check(len(mr) == 1 and mr[0]["iova"] == hex(sa.iova) and mr[0]["length"] == "8192", f"res mr: {mr}")
+        gauges_match(fc, o, "while a holds objects")
         a.close()
         time.sleep(0.3)
         o = objects(fc)
         check(not any(x["client"] == a.id for k in o for x in o[k]), f"disconnected client's objects remain: {o}")
+        gauges_match(fc, o, "after a's disconnect")
         dc = counters(fc, 3)
         check(dc["clients_cleaned"] == 1 and dc["objects_cleaned"] == 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
 

@@ -19,10 +19,12 @@ def ring_eal(lcores, tag):
 
 
 class Daemon:
-    def __init__(self, hcaemud, sock, eal, ip, mac=None, extra=()):
+    def __init__(self, hcaemud, sock, eal, ip, mac=None, extra=(), log=None):
+        """log: a file for stdout and stderr (a long run), instead of pipes read at stop()."""
         self.sock = sock
         args = [hcaemud, "--socket", sock, "--eal", eal, "--ip", ip] + (["--mac", mac] if mac else []) + list(extra)
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = log if log else subprocess.PIPE
+        self.p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
         self.out = self.err = ""
 
     def wait_ready(self, timeout=20):

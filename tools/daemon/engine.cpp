@@ -3,6 +3,7 @@
 #include "tools/daemon/engine.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -169,7 +170,15 @@ void Engine::run() {
     std::vector<std::function<void()>> batch;
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_acquire)) {
-        size_t work = att_.poll();
+        // The doorbells before the port: a receive a client posted before a SEND reached us is in
+        // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
+        // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
+        // in during that delay. And again after it, before the CQEs: each ring's cons must cover
+        // the WQEs whose completions the client is about to see (it posts into the slots they
+        // free at once: a tx depth of 1 found its SQ ring full).
+        size_t work = 0;
+        turn_rings(work);
+        work += att_.poll();
         turn_rings(work);
         move_cqes(work);
         route_events();
@@ -1097,6 +1106,22 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         case ctl::CounterSet::link: all = api::link_counts(att_.dpdk()); break;
         default:
             for (size_t i = 0; i < size_t(DCounter::count); ++i) all.emplace_back(kDCounterName[i], ctr_.get(DCounter(i)));
+            // Gauges: the objects the device holds now, every client's and those waiting to be freed.
+            all.emplace_back("dev_pds", dev_.num_pds());
+            all.emplace_back("dev_mrs", dev_.num_mrs());
+            all.emplace_back("dev_cqs", dev_.num_cqs());
+            all.emplace_back("dev_qps", dev_.num_qps());
+            all.emplace_back("dev_srqs", dev_.num_srqs());
+            all.emplace_back("dev_ahs", dev_.num_ahs());
+            // Bytes malloc has handed out and not had back, every thread's arena (a leak shows
+            // here; RSS also grows with fragmentation and with pages touched for the first time),
+            // and the part of them that grows with the highest handle index ever used, by design:
+            // the device's tables hand out fresh indices until each has used all of its max once.
+            {
+                const struct mallinfo2 mi = mallinfo2();
+                all.emplace_back("malloc_in_use", uint64_t(mi.uordblks + mi.hblkhd));
+                all.emplace_back("table_bytes", uint64_t(dev_.table_bytes() + ahs_.capacity() * sizeof(AhE*)));
+            }
             break;
         }
         auto rep = std::make_unique<ctl::CountersRep>();
