@@ -28,6 +28,15 @@ W* alloc_wrap() {
     return static_cast<W*>(std::calloc(1, sizeof(W)));
 }
 
+// HCAEMU_VERBS_DEBUG=1: why a control verb failed, on stderr (libibverbs itself says nothing).
+bool debug() {
+    static const bool on = [] {
+        const char* e = std::getenv("HCAEMU_VERBS_DEBUG");
+        return e && *e && *e != '0';
+    }();
+    return on;
+}
+
 const Sge* sges(const ibv_sge* s) { return reinterpret_cast<const Sge*>(s); }
 
 // How long modify_qp and create_ah wait for ARP/ND: the neighbour layer's own 3 s (12 x 250 ms).
@@ -694,7 +703,12 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         if (const int e = resolve_locked(n, a.ah_attr.dgid)) return e;
     }
     const ModifyResult r = w->api->modify(a, mask);
-    if (!r.ok()) return set_errno(r.status);
+    if (!r.ok()) {
+        if (debug())
+            std::fprintf(stderr, "libibverbs (hcaemu): modify_qp QPN %u mask 0x%x to %d: %s (attribute bits 0x%x)\n",
+                         qp->qp_num, mask, int(attr->qp_state), name(r.status), r.bits);
+        return set_errno(r.status);
+    }
     if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
     return 0;
 }

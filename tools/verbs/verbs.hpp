@@ -3,6 +3,7 @@
 // that holds its api:: object. docs/verbs.md says how progress, memory and events work.
 #pragma once
 #include <infiniband/verbs.h>
+#include <sched.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -58,6 +59,8 @@ struct Node {
     std::atomic<bool> sleeping{false};
     std::mutex sleep_mu;
     std::condition_variable wake_cv;
+    cpu_set_t cpus{};                              // the process's CPUs before DPDK pinned it
+    bool have_cpus = false;
     int daemon_fd = -1;                            // unix: the connection's socket
     std::unique_ptr<api::CompChannel> probe;       // unix: the channel whose fd() is that socket
 

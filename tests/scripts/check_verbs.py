@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""hcaemu's libibverbs.so.1 (tools/verbs) under Debian's unmodified rdma-core binaries:
+ibv_devices and ibv_devinfo -v on a local HCA (exact GUID, port, MTU and GID table lines), the
+HCAEMU_DEVICE/HCAEMU_* variables' errors, then ibv_rc/uc/ud/srq_pingpong between two processes
+each with HCAEMU_DEVICE=local (the HCA inside the program), joined by DPDK's net_memif: -c data
+checks, -e completion events, several sizes, the programs' own byte counts and the addresses
+each side printed agreeing with the other's. Every process has a deadline.
+
+Under ASan the library needs the ASan runtime first in the uninstrumented program: LD_PRELOAD."""
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = []
+
+
+def expect(name, cond, detail=""):
+    if not cond:
+        failures.append(f"{name}: {str(detail)[-3000:]}")
+        print(f"FAIL {name}")
+    else:
+        print(f"ok   {name}")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def eal(lcore, vdev):
+    return f"--no-huge -m 512 --no-pci --no-shconf -l {lcore} --log-level lib.eal:error --vdev={vdev}"
+
+
+def memif(role, sock):
+    return f"net_memif0,role={role},id=0,socket={sock},socket-abstract=no,bsize=10240"
+
+
+BASE_ENV = {}
+
+
+def env_for(**kv):
+    e = dict(os.environ)
+    e.update(BASE_ENV)
+    for k in [k for k in e if k.startswith("HCAEMU_")]:
+        del e[k]
+    e.update({k: v for k, v in kv.items() if v is not None})
+    return e
+
+
+def run(args, env, timeout=60):
+    try:
+        r = subprocess.run(args, env=env, capture_output=True, timeout=timeout)
+        return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired as e:
+        return -999, (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
+
+
+def finish(p, timeout=90):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()  # our own child, by its handle
+        out, err = p.communicate()
+        return -999, out.decode(errors="replace"), err.decode(errors="replace")
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def local_env(tmp, role, lcore, ip, mac, name, **extra):
+    sock = os.path.join(tmp, f"memif-{name}.sock")
+    return env_for(HCAEMU_DEVICE="local", HCAEMU_IP=ip, HCAEMU_MAC=mac,
+                   HCAEMU_EAL=eal(lcore, memif(role, sock)), **extra)
+
+
+def check_devices(tmp):
+    e = local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", "dev")
+    rc, out, err = run(["ibv_devices"], e)
+    # The node GUID is the MAC's modified EUI-64: 52:54:00:18:00:01 -> 5054:00ff:fe18:0001.
+    expect("ibv_devices: exit 0, hcaemu0 with the MAC's EUI-64 as node GUID",
+           rc == 0 and re.search(r"^\s+hcaemu0\s+505400fffe180001$", out, re.M), (rc, out, err))
+
+    rc, out, err = run(["ibv_devinfo", "-v"], e)
+    want = [r"^hca_id:\thcaemu0$", r"^\ttransport:\t+InfiniBand \(0\)$", r"^\tfw_ver:\t+0\.1\.0$",
+            r"^\tnode_guid:\t+5054:00ff:fe18:0001$", r"^\tsys_image_guid:\t+5054:00ff:fe18:0001$",
+            r"^\tphys_port_cnt:\t+1$", r"^\tmax_qp:\t+65536$", r"^\tmax_cqe:\t+32767$",
+            r"^\tatomic_cap:\t+ATOMIC_HCA \(1\)$", r"^\tmax_srq_sge:\t+27$", r"^\tmax_pkeys:\t+1$",
+            r"^\tnum_comp_vectors:\t+1$", r"^\t+state:\t+PORT_ACTIVE \(4\)$", r"^\t+max_mtu:\t+4096 \(5\)$",
+            r"^\t+active_mtu:\t+1024 \(3\)$", r"^\t+link_layer:\t+Ethernet$", r"^\t+max_msg_sz:\t+0x80000000$",
+            r"^\t+pkey_tbl_len:\t+1$", r"^\t+gid_tbl_len:\t+2$", r"^\t+phys_state:\t+LINK_UP \(5\)$",
+            r"^\t+GID\[  0\]:\t+fe80::5054:ff:fe18:1, RoCE v2$", r"^\t+GID\[  1\]:\t+::ffff:198\.18\.0\.1, RoCE v2$"]
+    missing = [w for w in want if not re.search(w, out, re.M)]
+    expect("ibv_devinfo -v: exit 0, device, port and GID lines as expected", rc == 0 and not missing,
+           (rc, missing, out, err))
+
+    # The link MTU decides the active MTU (9000 - RoCE's 80 bytes of headers -> 4096); IPv6 address.
+    e = local_env(tmp, "server", 0, "2001:db8::18:1/64", "52:54:00:18:00:01", "dev6", HCAEMU_LINK_MTU="9000")
+    rc, out, err = run(["ibv_devinfo", "-v"], e)
+    expect("ibv_devinfo -v: HCAEMU_LINK_MTU=9000 gives active_mtu 4096, HCAEMU_IP IPv6 is GID 1",
+           rc == 0 and re.search(r"^\t+active_mtu:\t+4096 \(5\)$", out, re.M)
+           and re.search(r"^\t+GID\[  1\]:\t+2001:db8::18:1, RoCE v2$", out, re.M), (rc, out, err))
+
+    rc, out, err = run(["ibv_devices"], env_for())
+    expect("no HCAEMU_DEVICE: no device listed", rc == 0 and "hcaemu" not in out, (rc, out, err))
+    rc, out, err = run(["ibv_devices"], env_for(HCAEMU_DEVICE="local,unix:/nonexistent/sock,bogus"))
+    expect("HCAEMU_DEVICE=local,unix:...,bogus: hcaemu0 and hcaemu1 listed, 'bogus' refused by name",
+           re.search(r"^\s+hcaemu0\s", out, re.M) and re.search(r"^\s+hcaemu1\s", out, re.M)
+           and "ignoring 'bogus'" in err and "hcaemu2" not in out, (rc, out, err))
+    rc, out, err = run(["ibv_devinfo"], env_for(HCAEMU_DEVICE="local", HCAEMU_IP="bogus"))
+    expect("HCAEMU_IP=bogus: open fails with the --ip message",
+           rc != 0 and "HCAEMU_IP: --ip: 'bogus' is not ADDR/LEN" in err, (rc, out, err))
+    rc, out, err = run(["ibv_devinfo"], env_for(HCAEMU_DEVICE="local"))
+    expect("no HCAEMU_IP: open fails saying it is required",
+           rc != 0 and "HCAEMU_IP=ADDR/LEN is required" in err, (rc, out, err))
+    rc, out, err = run(["ibv_devinfo", "-d", "hcaemu0"], env_for(HCAEMU_DEVICE="unix:/nonexistent/sock"))
+    expect("unix:PATH with no daemon: open fails naming the socket",
+           rc != 0 and "cannot connect to unix:/nonexistent/sock" in err, (rc, out, err))
+
+
+ADDR = re.compile(r"^  (local|remote) address: +LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$", re.M)  # ud_pingpong: "PSN 0x...: GID"
+
+
+def wait_listen(port, proc, timeout):
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(f) as fh:
+                for line in fh.readlines()[1:]:
+                    local, state = line.split()[1], line.split()[3]
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        return True
+        time.sleep(0.05)
+    return False
+
+
+def addresses(out):
+    return {m.group(1): m.group(2, 3, 4) for m in ADDR.finditer(out)}
+
+
+def pingpong(tmp, prog, args, size, iters, name):
+    port = str(free_port())
+    cmd = [prog, "-d", "hcaemu0", "-g", "1", "-p", port, "-s", str(size), "-n", str(iters)] + args
+    ps = subprocess.Popen(cmd, env=local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", name),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listening = wait_listen(int(port), ps, 30)  # the programs' clients do not retry a refused connect
+    expect(f"{prog} {name}: the server listens on its TCP port", listening)
+    pc = subprocess.Popen(cmd + ["127.0.0.1"],
+                          env=local_env(tmp, "client", 1, "198.18.0.2/24", "52:54:00:18:00:02", name),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cr = finish(pc)
+    sr = finish(ps)
+    label = f"{prog} {' '.join(args)} -s {size} -n {iters}"
+    total = size * iters * 2  # each side counts both directions
+    lines = {}
+    for who, (rc, out, err) in (("server", sr), ("client", cr)):
+        m = re.search(r"^(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit/sec$", out, re.M)
+        m2 = re.search(rf"^{iters} iters in [\d.]+ seconds = [\d.]+ usec/iter$", out, re.M)
+        lines[who] = addresses(out)
+        expect(f"{label}: {who} exit 0, '{total} bytes in' and '{iters} iters in'",
+               rc == 0 and m and int(m.group(1)) == total and m2, (rc, out, err))
+    s, c = lines["server"], lines["client"]
+    expect(f"{label}: the addresses each side printed agree (QPN, PSN, GID ::ffff:198.18.0.x)",
+           s.get("local") and s.get("local") == c.get("remote") and c.get("local") == s.get("remote")
+           and s["local"][2] == "::ffff:198.18.0.1" and c["local"][2] == "::ffff:198.18.0.2", (s, c))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--libdir", required=True)
+    a = ap.parse_args()
+    BASE_ENV["LD_LIBRARY_PATH"] = a.libdir
+    lib = os.path.join(a.libdir, "libibverbs.so.1")
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
+    if asan:
+        BASE_ENV["LD_PRELOAD"] = asan.group(2)
+        # The programs are not ours: their leaks are not reported; ours would be in our tests.
+        BASE_ENV["ASAN_OPTIONS"] = "detect_leaks=0"
+    with tempfile.TemporaryDirectory(prefix="hcaemu-verbs-") as tmp:
+        check_devices(tmp)
+        cases = [
+            ("ibv_rc_pingpong", ["-c"], 1, 100), ("ibv_rc_pingpong", ["-c"], 4096, 500),
+            ("ibv_rc_pingpong", ["-c", "-e"], 20000, 100), ("ibv_rc_pingpong", ["-e"], 65536, 50),
+            ("ibv_uc_pingpong", ["-c"], 1024, 200), ("ibv_uc_pingpong", ["-c", "-e"], 8192, 100),
+            ("ibv_ud_pingpong", ["-c"], 1024, 200), ("ibv_ud_pingpong", ["-c", "-e"], 100, 100),
+            ("ibv_srq_pingpong", ["-c"], 4096, 200), ("ibv_srq_pingpong", ["-c", "-e", "-q", "4"], 1000, 100),
+        ]
+        for i, (prog, args, size, iters) in enumerate(cases):
+            pingpong(tmp, prog, args, size, iters, f"pp{i}")
+    if failures:
+        print("\n".join("FAIL " + f for f in failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
