@@ -125,7 +125,11 @@ void Node::drain() {
     for (ChanW* w : chans) {
         CqEvent ev;
         while (w->api->get_cq_event(ev)) {
-            w->q->push_back(reinterpret_cast<ibv_cq*>(ev.cq_context));
+            // Acked to the api at once: what holds ibv_destroy_cq back is the events the program
+            // took with ibv_get_cq_event and has not acked (libibverbs' rule), not queued ones.
+            auto* cq = reinterpret_cast<ibv_cq*>(ev.cq_context);
+            wrap_of<CqW>(cq)->api->ack_events(1);
+            w->q->push_back(cq);
             signal_fd(w->ch.fd);
         }
     }

@@ -608,12 +608,29 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
 int ibv_destroy_cq(ibv_cq* cq) {
     auto* w = wrap_of<CqW>(cq);
     Node& n = node_of(cq->context);
-    const std::lock_guard g(n.mu);
-    const Status s = w->api->destroy();
-    if (s != Status::ok) return set_errno(s);
-    n.cqs.erase(cq->handle);
-    if (cq->channel) --cq->channel->refcnt;
-    delete w->api;
+    {
+        const std::lock_guard g(n.mu);
+        n.drain();  // events the engine raised since the last drain, acked to the api
+        const Status s = w->api->destroy();
+        if (s != Status::ok) return set_errno(s);
+        n.cqs.erase(cq->handle);
+        if (ibv_comp_channel* ch = cq->channel) {
+            // Its events not yet taken go with it, each with its count on the channel's fd.
+            auto* cw = wrap_of<ChanW>(ch);
+            const size_t before = cw->q->size();
+            std::erase(*cw->q, cq);
+            for (size_t i = cw->q->size(); i < before; ++i) {
+                uint64_t one;
+                (void)!::read(ch->fd, &one, sizeof one);
+            }
+            --ch->refcnt;
+        }
+        delete w->api;
+    }
+    // As libibverbs: wait until every event ibv_get_cq_event returned for it is acked.
+    pthread_mutex_lock(&cq->mutex);
+    while (cq->comp_events_completed != w->delivered) pthread_cond_wait(&cq->cond, &cq->mutex);
+    pthread_mutex_unlock(&cq->mutex);
     pthread_mutex_destroy(&cq->mutex);
     pthread_cond_destroy(&cq->cond);
     std::free(w);
@@ -634,15 +651,13 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     *cq = w->q->front();
     w->q->pop_front();
     *cq_context = (*cq)->cq_context;
+    pthread_mutex_lock(&(*cq)->mutex);
+    ++wrap_of<CqW>(*cq)->delivered;
+    pthread_mutex_unlock(&(*cq)->mutex);
     return 0;
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
-    Node& n = node_of(cq->context);
-    {
-        const std::lock_guard g(n.mu);
-        wrap_of<CqW>(cq)->api->ack_events(nevents);
-    }
     pthread_mutex_lock(&cq->mutex);
     cq->comp_events_completed += nevents;
     pthread_cond_signal(&cq->cond);

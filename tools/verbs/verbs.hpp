@@ -114,6 +114,7 @@ struct ChanW {
 struct CqW {
     ibv_cq cq;
     api::Cq* api;
+    uint32_t delivered;  // events ibv_get_cq_event returned (under cq.mutex), as the kernel counts them
 };
 struct SrqW {
     ibv_srq srq;
