@@ -268,6 +268,7 @@ void check_async(ibv_context* ctx, ibv_pd* pd) {
     check(ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == qp,
           "ibv_get_async_event: QP_LAST_WQE_REACHED naming our QP");
     ibv_ack_async_event(&ev);
+    check(qp->events_completed == 1, "ibv_ack_async_event counts on the QP");
     check(std::strcmp(ibv_event_type_str(ev.event_type), "last WQE reached") == 0, "ibv_event_type_str");
     check(ibv_destroy_qp(qp) == 0 && ibv_destroy_srq(srq) == 0 && ibv_destroy_cq(cq) == 0, "destroy QP, SRQ, CQ");
 }

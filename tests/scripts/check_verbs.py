@@ -123,6 +123,30 @@ def check_devices(tmp):
            rc != 0 and "cannot connect to unix:/nonexistent/sock" in err, (rc, out, err))
 
 
+def check_daemon(tmp, hcaemud):
+    """unix:PATH: the same queries answered by a running hcaemud (its HCA, its GID table)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import daemonlib
+    sock = os.path.join(tmp, "hcaemud.sock")
+    d = daemonlib.Daemon(hcaemud, sock, f"{daemonlib.EAL} -l 0 --file-prefix=verbsd --vdev=net_null0",
+                         "198.18.0.7/24", "52:54:00:18:00:07")
+    try:
+        expect("hcaemud ready", d.wait_ready(), d.err)
+        e = env_for(HCAEMU_DEVICE=f"unix:{sock}")
+        rc, out, err = run(["ibv_devices"], e)
+        expect("ibv_devices on unix:PATH: hcaemu0 with the daemon's GUID",
+               rc == 0 and re.search(r"^\s+hcaemu0\s+505400fffe180007$", out, re.M), (rc, out, err))
+        rc, out, err = run(["ibv_devinfo", "-v"], e)
+        want = [r"^hca_id:\thcaemu0$", r"^\tnode_guid:\t+5054:00ff:fe18:0007$", r"^\t+state:\t+PORT_ACTIVE \(4\)$",
+                r"^\t+active_mtu:\t+1024 \(3\)$", r"^\t+link_layer:\t+Ethernet$",
+                r"^\t+GID\[  1\]:\t+::ffff:198\.18\.0\.7, RoCE v2$"]
+        missing = [w for w in want if not re.search(w, out, re.M)]
+        expect("ibv_devinfo -v on unix:PATH: the daemon's port and GID table", rc == 0 and not missing, (rc, missing, out, err))
+    finally:
+        rc = d.stop()
+    expect("hcaemud stopped by SIGTERM: exit 0, both clients gone", rc == 0 and d.err.count(" gone: ") >= 2, (rc, d.err))
+
+
 ADDR = re.compile(r"^  (local|remote) address: +LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$", re.M)  # ud_pingpong: "PSN 0x...: GID"
 
 
@@ -204,6 +228,7 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--libdir", required=True)
+    ap.add_argument("--hcaemud", required=True)
     a = ap.parse_args()
     BASE_ENV["LD_LIBRARY_PATH"] = a.libdir
     lib = os.path.join(a.libdir, "libibverbs.so.1")
@@ -215,6 +240,7 @@ def main():
         BASE_ENV["ASAN_OPTIONS"] = "detect_leaks=0"
     with tempfile.TemporaryDirectory(prefix="hcaemu-verbs-") as tmp:
         check_devices(tmp)
+        check_daemon(tmp, a.hcaemud)
         cases = [
             ("ibv_rc_pingpong", ["-c"], 1, 100), ("ibv_rc_pingpong", ["-c"], 4096, 500),
             ("ibv_rc_pingpong", ["-c", "-e"], 20000, 100), ("ibv_rc_pingpong", ["-e"], 65536, 50),

@@ -180,6 +180,19 @@ struct Dev {
 std::mutex g_mu;
 std::vector<std::unique_ptr<Dev>> g_devs;
 bool g_scanned = false;
+std::vector<std::weak_ptr<Node>> g_nodes;  // every node opened, for the unload below
+
+// At exit (or dlclose) before DPDK's own destructors (they run after ours: we depend on them):
+// no progress thread may still turn an engine, whether or not the program closed its devices.
+__attribute__((destructor)) void stop_progress_at_exit() {
+    std::vector<std::shared_ptr<Node>> live;
+    {
+        const std::lock_guard g(g_mu);
+        for (auto& w : g_nodes)
+            if (auto n = w.lock()) live.push_back(std::move(n));
+    }
+    for (auto& n : live) n->halt();
+}
 
 Dev* dev_of(ibv_device* d) {
     for (auto& p : g_devs)
@@ -269,6 +282,8 @@ std::shared_ptr<Node> open_node(Dev& d) {
     n->local = d.spec == "local";
     n->cpus = cpus;
     n->have_cpus = have_cpus;
+    std::erase_if(g_nodes, [](const std::weak_ptr<Node>& w) { return w.expired(); });
+    g_nodes.push_back(n);
     if (n->local) d.local_node = n;
     return n;
 }

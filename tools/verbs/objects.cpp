@@ -885,8 +885,37 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     return 0;
 }
 
+// Counted in the object's events_completed, as libibverbs does (its destroy does not wait for
+// them here: the api object is gone by then and no later event can name it).
 void ibv_ack_async_event(ibv_async_event* event) {
-    (void)event;  // nothing waits on the counts: destroy never blocks for unacked async events
+    pthread_mutex_t* mu = nullptr;
+    pthread_cond_t* cv = nullptr;
+    uint32_t* count = nullptr;
+    switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+        mu = &event->element.cq->mutex, cv = &event->element.cq->cond, count = &event->element.cq->async_events_completed;
+        break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        mu = &event->element.srq->mutex, cv = &event->element.srq->cond, count = &event->element.srq->events_completed;
+        break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        mu = &event->element.qp->mutex, cv = &event->element.qp->cond, count = &event->element.qp->events_completed;
+        break;
+    default:
+        return;  // port and device events name no object
+    }
+    pthread_mutex_lock(mu);
+    ++*count;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
 }
 
 }  // extern "C"
