@@ -237,7 +237,7 @@ def main():
     if asan:
         BASE_ENV["LD_PRELOAD"] = asan.group(2)
         # The programs are not ours: their leaks are not reported; ours would be in our tests.
-        BASE_ENV["ASAN_OPTIONS"] = "detect_leaks=0"
+        BASE_ENV["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
     with tempfile.TemporaryDirectory(prefix="hcaemu-verbs-") as tmp:
         check_devices(tmp)
         check_daemon(tmp, a.hcaemud)
