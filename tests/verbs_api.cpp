@@ -91,8 +91,9 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
     check(!ibv_alloc_mw(pd, IBV_MW_TYPE_1) && errno == EOPNOTSUPP, "ibv_alloc_mw: NULL, EOPNOTSUPP");
     ibv_cq_init_attr_ex cx{};
     cx.cqe = 16;
+    cx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
     errno = 0;
-    check(!ibv_create_cq_ex(ctx, &cx) && errno == EOPNOTSUPP, "ibv_create_cq_ex: NULL, EOPNOTSUPP");
+    check(!ibv_create_cq_ex(ctx, &cx) && errno == EOPNOTSUPP, "ibv_create_cq_ex with timestamps: NULL, EOPNOTSUPP");
     ibv_xrcd_init_attr xa{};
     errno = 0;
     check(!ibv_open_xrcd(ctx, &xa) && errno == EOPNOTSUPP, "ibv_open_xrcd: NULL, EOPNOTSUPP");
@@ -239,6 +240,57 @@ void check_channel(ibv_context* ctx, ibv_pd* pd) {
     check(ibv_destroy_comp_channel(ch) == 0 && ibv_dereg_mr(mr) == 0, "destroy channel, MR");
 }
 
+// ibv_create_cq_ex and the poll-cq-ex API: two receives flushed, read one after the other.
+void check_cq_ex(ibv_context* ctx, ibv_pd* pd) {
+    ibv_cq_init_attr_ex cx{};
+    cx.cqe = 16;
+    cx.wc_flags = IBV_WC_STANDARD_FLAGS;
+    ibv_cq_ex* cq = ibv_create_cq_ex(ctx, &cx);
+    check(cq && cq->start_poll && ibv_cq_ex_to_cq(cq)->cqe >= 16, "ibv_create_cq_ex with the standard fields");
+    if (!cq) return;
+    ibv_poll_cq_attr pa{};
+    check(ibv_start_poll(cq, &pa) == ENOENT, "ibv_start_poll on an empty CQ: ENOENT");
+    static char buf[64];
+    ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = ibv_cq_ex_to_cq(cq);
+    ia.cap = {4, 4, 1, 1, 0};
+    ia.qp_type = IBV_QPT_UD;
+    ibv_qp* qp = ibv_create_qp(pd, &ia);
+    check(qp && mr, "a UD QP on it");
+    if (!qp || !mr) return;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = 0x11111111;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0, "UD RESET->INIT");
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), sizeof buf, mr->lkey};
+    ibv_recv_wr wr[2]{};
+    wr[0].wr_id = 100;
+    wr[0].sg_list = &sge;
+    wr[0].num_sge = 1;
+    wr[0].next = &wr[1];
+    wr[1] = wr[0];
+    wr[1].wr_id = 101;
+    wr[1].next = nullptr;
+    ibv_recv_wr* bad = nullptr;
+    check(ibv_post_recv(qp, wr, &bad) == 0, "two receives posted as one chain");
+    a.qp_state = IBV_QPS_ERR;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "UD INIT->ERR");
+    const int s1 = ibv_start_poll(cq, &pa);
+    check(s1 == 0 && cq->wr_id == 100 && cq->status == IBV_WC_WR_FLUSH_ERR && ibv_wc_read_opcode(cq) == IBV_WC_RECV &&
+              ibv_wc_read_qp_num(cq) == qp->qp_num,
+          "ibv_start_poll: the first receive, WR_FLUSH_ERR, its QP", s1);
+    if (s1 == 0) {
+        check(ibv_next_poll(cq) == 0 && cq->wr_id == 101 && cq->status == IBV_WC_WR_FLUSH_ERR, "ibv_next_poll: the second");
+        check(ibv_next_poll(cq) == ENOENT, "ibv_next_poll: then ENOENT");
+        ibv_end_poll(cq);
+    }
+    check(ibv_start_poll(cq, &pa) == ENOENT, "ibv_start_poll after end_poll: ENOENT (the CQ is free again)");
+    check(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) == 0 && ibv_dereg_mr(mr) == 0,
+          "destroy QP, the ex CQ, MR");
+}
+
 // IBTA ch. 11: a QP on an SRQ moved to ERR raises Last WQE Reached, on the async fd.
 void check_async(ibv_context* ctx, ibv_pd* pd) {
     check(!readable(ctx->async_fd, 0), "async fd not readable with no event");
@@ -296,6 +348,7 @@ int main() {
     check_unsupported(ctx, pd, cq);
     check_channel(ctx, pd);
     check_async(ctx, pd);
+    check_cq_ex(ctx, pd);
     check(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, "ibv_destroy_cq, ibv_dealloc_pd");
     check(ibv_close_device(ctx) == 0, "ibv_close_device");
     std::printf("%d failures\n", g_failures);

@@ -59,6 +59,8 @@ int resolve_locked(Node& n, const Gid& dgid) {
 
 // ---------------------------------------------------------------- data path
 
+}  // namespace
+
 void to_ibv_wc(const Wc& c, ibv_wc& o) {
     o.wr_id = c.wr_id;
     o.status = ibv_wc_status(c.status);
@@ -77,6 +79,15 @@ void to_ibv_wc(const Wc& c, ibv_wc& o) {
     o.sl = c.sl;
     o.dlid_path_bits = c.dlid_path_bits;
 }
+
+int turn_local_engine(Node& n) {
+    if (!n.local) return 0;
+    const int moved = int(n.api->poll());
+    if (moved) n.drain();
+    return moved;
+}
+
+namespace {
 
 int cq_poll(ibv_cq* cq, int num, ibv_wc* wc) {
     auto* w = wrap_of<CqW>(cq);
@@ -97,8 +108,7 @@ int cq_poll(ibv_cq* cq, int num, ibv_wc* wc) {
         // call), as hcaemu's own tools do: no hand-off to the progress thread on that path.
         if (total || turned || !n.local) return total;
         turned = true;
-        if (!n.api->poll()) return 0;
-        n.drain();
+        if (!turn_local_engine(n)) return 0;
     }
 }
 
@@ -203,6 +213,21 @@ ibv_qp* ctx_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_srq* ctx_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
 int srq_get_num(ibv_srq*, uint32_t*) { return EOPNOTSUPP; }  // XRC SRQs only
 
+// The standard completion fields only: no timestamps, VLAN, flow tag or tag matching.
+ibv_cq_ex* ctx_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+    const uint32_t known_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+    if ((attr->comp_mask & ~known_mask) || (attr->wc_flags & ~uint64_t(IBV_WC_STANDARD_FLAGS)) ||
+        ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    ibv_cq* cq = create_cq_common(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
+    if (!cq) return nullptr;
+    auto* w = wrap_of<CqW>(cq);
+    fill_cq_ex_ops(w->cq);
+    return &w->cq;
+}
+
 }  // namespace
 
 void fill_ops(verbs_context& vc) {
@@ -217,6 +242,7 @@ void fill_ops(verbs_context& vc) {
     vc.create_qp_ex = ctx_create_qp_ex;
     vc.create_srq_ex = ctx_create_srq_ex;
     vc.get_srq_num = srq_get_num;
+    vc.create_cq_ex = ctx_create_cq_ex;
     // Every other extension op stays null: verbs.h's inline functions then answer EOPNOTSUPP
     // (create_cq_ex, flows, WQs, DM, counters, TDs, parent domains, ...).
 }
@@ -422,6 +448,40 @@ ibv_srq* ctx_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
 
 }  // namespace
 
+ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                         int comp_vector) {
+    if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    Node& n = node_of(context);
+    auto* w = alloc_wrap<CqW>();
+    if (!w) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    const std::lock_guard g(n.mu);
+    // The api CQ's context is our ibv_cq: a completion event names it.
+    auto r = n.api->create_cq(cqe, channel ? wrap_of<ChanW>(channel)->api : nullptr, reinterpret_cast<uint64_t>(as_cq(w)));
+    if (!r.ok()) {
+        std::free(w);
+        set_errno(r.status);
+        return nullptr;
+    }
+    w->api = r.value.release();
+    ibv_cq& c = *as_cq(w);
+    c.context = context;
+    c.channel = channel;
+    c.cq_context = cq_context;
+    c.handle = w->api->handle();
+    c.cqe = w->api->cqe();
+    pthread_mutex_init(&c.mutex, nullptr);
+    pthread_cond_init(&c.cond, nullptr);
+    if (channel) ++channel->refcnt;
+    n.cqs[c.handle] = &c;
+    return &c;
+}
+
 }  // namespace hcaemu::verbs
 
 using namespace hcaemu;
@@ -563,36 +623,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 }
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
-    if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    Node& n = node_of(context);
-    auto* w = alloc_wrap<CqW>();
-    if (!w) {
-        errno = ENOMEM;
-        return nullptr;
-    }
-    const std::lock_guard g(n.mu);
-    // The api CQ's context is our ibv_cq: a completion event names it.
-    auto r = n.api->create_cq(cqe, channel ? wrap_of<ChanW>(channel)->api : nullptr, reinterpret_cast<uint64_t>(&w->cq));
-    if (!r.ok()) {
-        std::free(w);
-        set_errno(r.status);
-        return nullptr;
-    }
-    w->api = r.value.release();
-    ibv_cq& c = w->cq;
-    c.context = context;
-    c.channel = channel;
-    c.cq_context = cq_context;
-    c.handle = w->api->handle();
-    c.cqe = w->api->cqe();
-    pthread_mutex_init(&c.mutex, nullptr);
-    pthread_cond_init(&c.cond, nullptr);
-    if (channel) ++channel->refcnt;
-    n.cqs[c.handle] = &c;
-    return &c;
+    return create_cq_common(context, cqe, cq_context, channel, comp_vector);
 }
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {

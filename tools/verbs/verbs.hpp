@@ -111,11 +111,15 @@ struct ChanW {
     api::CompChannel* api;
     std::deque<ibv_cq*>* q;  // events taken from api, waiting for ibv_get_cq_event (under node mu)
 };
+// ibv_cq is the head of ibv_cq_ex (verbs.h's ibv_cq_ex_to_cq casts): every CQ is an ibv_cq_ex,
+// whose poll functions are set when it was made by ibv_create_cq_ex.
 struct CqW {
-    ibv_cq cq;
+    ibv_cq_ex cq;
     api::Cq* api;
     uint32_t delivered;  // events ibv_get_cq_event returned (under cq.mutex), as the kernel counts them
+    Wc cur;              // the completion start_poll/next_poll stand on
 };
+inline ibv_cq* as_cq(CqW* w) { return reinterpret_cast<ibv_cq*>(&w->cq); }
 struct SrqW {
     ibv_srq srq;
     api::Srq* api;
@@ -144,6 +148,12 @@ int set_errno(Status s);
 // Fills the verbs_context ops (objects.cpp).
 void fill_ops(verbs_context& vc);
 void fill_query_ops(verbs_context& vc);  // query.cpp
+// ibv_create_cq and ibv_create_cq_ex (objects.cpp); the poll-cq-ex functions (cq_ex.cpp).
+ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                         int comp_vector);
+void fill_cq_ex_ops(ibv_cq_ex& cq);
+int turn_local_engine(Node& n);  // under n.mu: one engine turn and a drain (local), else 0
+void to_ibv_wc(const Wc& c, ibv_wc& o);
 // Converters shared by device.cpp and objects.cpp.
 void to_ibv(const AhAttr& a, ibv_ah_attr& o);
 bool from_ibv(const ibv_ah_attr& a, AhAttr& o);
