@@ -291,6 +291,53 @@ void check_cq_ex(ibv_context* ctx, ibv_pd* pd) {
           "destroy QP, the ex CQ, MR");
 }
 
+// A UD QP through INIT, RTR, RTS and SQD: each attribute given comes back from ibv_query_qp, and
+// SQD with en_sqd_async_notify and nothing outstanding raises SQ_DRAINED at once (IBTA 10.3.1).
+void check_ud_states(ibv_context* ctx, ibv_pd* pd) {
+    ibv_cq* cq = ibv_create_cq(ctx, 8, nullptr, nullptr, 0);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cq;
+    ia.cap = {8, 8, 2, 2, 64};
+    ia.qp_type = IBV_QPT_UD;
+    ia.sq_sig_all = 1;
+    ibv_qp* qp = ibv_create_qp(pd, &ia);
+    check(qp && ia.cap.max_send_wr >= 8 && ia.cap.max_inline_data >= 64, "UD QP, caps granted back");
+    if (!qp) return;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qkey = 0x12345678;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0, "UD RESET->INIT");
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0 && qp->state == IBV_QPS_RTR, "UD INIT->RTR");
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0xABCDEF;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0 && qp->state == IBV_QPS_RTS, "UD RTR->RTS");
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.dest_qp_num = 5;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN) == EINVAL, "UD RTS->RTS with DEST_QPN: EINVAL");
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    check(ibv_query_qp(qp, &q, IBV_QP_STATE | IBV_QP_QKEY | IBV_QP_SQ_PSN | IBV_QP_CAP, &qi) == 0 && q.qp_state == IBV_QPS_RTS &&
+              q.qkey == 0x12345678 && q.sq_psn == 0xABCDEF && q.port_num == 1 && q.pkey_index == 0 &&
+              q.cap.max_send_sge >= 2 && qi.sq_sig_all == 1 && qi.qp_type == IBV_QPT_UD,
+          "ibv_query_qp: RTS, qkey, sq_psn, port, pkey index, caps, sq_sig_all");
+    a = {};
+    a.qp_state = IBV_QPS_SQD;
+    a.en_sqd_async_notify = 1;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY) == 0 && qp->state == IBV_QPS_SQD, "UD RTS->SQD");
+    ibv_async_event ev{};
+    check(readable(ctx->async_fd, 5000) && ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_SQ_DRAINED &&
+              ev.element.qp == qp,
+          "SQ_DRAINED on the async fd, naming the QP");
+    ibv_ack_async_event(&ev);
+    check(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0, "destroy QP, CQ");
+}
+
 // IBTA ch. 11: a QP on an SRQ moved to ERR raises Last WQE Reached, on the async fd.
 void check_async(ibv_context* ctx, ibv_pd* pd) {
     check(!readable(ctx->async_fd, 0), "async fd not readable with no event");
@@ -349,6 +396,7 @@ int main() {
     check_channel(ctx, pd);
     check_async(ctx, pd);
     check_cq_ex(ctx, pd);
+    check_ud_states(ctx, pd);
     check(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, "ibv_destroy_cq, ibv_dealloc_pd");
     check(ibv_close_device(ctx) == 0, "ibv_close_device");
     std::printf("%d failures\n", g_failures);
