@@ -137,14 +137,22 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
     ix.qp_type = IBV_QPT_RC;
     ix.pd = pd;
     ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    ix.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    ix.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV;
     errno = 0;
-    check(!ibv_create_qp_ex(ctx, &ix) && errno == EOPNOTSUPP, "ibv_create_qp_ex with send_ops_flags: NULL, EOPNOTSUPP");
+    check(!ibv_create_qp_ex(ctx, &ix) && errno == EOPNOTSUPP, "ibv_create_qp_ex with LOCAL_INV in send_ops_flags: NULL, EOPNOTSUPP");
+    ix.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
+    errno = 0;
+    check(!ibv_create_qp_ex(ctx, &ix) && errno == EOPNOTSUPP, "ibv_create_qp_ex with BIND_MW in send_ops_flags: NULL, EOPNOTSUPP");
+    ix.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    ibv_qp* qpx = ibv_create_qp_ex(ctx, &ix);
+    check(qpx && ibv_qp_to_qp_ex(qpx) && ibv_qp_to_qp_ex(qpx)->wr_send && !ibv_qp_to_qp_ex(qpx)->wr_bind_mw,
+          "ibv_create_qp_ex with SEND in send_ops_flags: ibv_qp_to_qp_ex gives the ibv_wr_* functions");
+    check(qpx && ibv_destroy_qp(qpx) == 0, "ibv_destroy_qp of it");
     ix.comp_mask = IBV_QP_INIT_ATTR_PD;
     ibv_qp* qp = ibv_create_qp_ex(ctx, &ix);
     check(qp && qp->qp_type == IBV_QPT_RC && qp->state == IBV_QPS_RESET && ix.cap.max_send_wr >= 4,
           "ibv_create_qp_ex RC with a PD: created in RESET");
-    check(qp && ibv_qp_to_qp_ex(qp) == nullptr, "ibv_qp_to_qp_ex: NULL (no ibv_wr_* API yet)");
+    check(qp && ibv_qp_to_qp_ex(qp) == nullptr, "ibv_qp_to_qp_ex of a QP made without send_ops_flags: NULL");
     ibv_ece ece{};
     check(qp && ibv_query_ece(qp, &ece) == EOPNOTSUPP && ibv_set_ece(qp, &ece) == EOPNOTSUPP,
           "ibv_query_ece, ibv_set_ece: EOPNOTSUPP");

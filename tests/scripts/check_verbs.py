@@ -225,10 +225,27 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None):
                (rc, out, err))
 
 
+def wr_api(tmp, exe):
+    """tests/verbs_wr.cpp: the ibv_wr_* API between two processes (WRITE, SEND_WITH_IMM inline,
+    READ, atomics), each side checking the bytes it sees."""
+    d = os.path.join(tmp, "wr")
+    os.mkdir(d)
+    ps = subprocess.Popen([exe, "server", d], env=local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", "wr"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pc = subprocess.Popen([exe, "client", d], env=local_env(tmp, "client", 1, "198.18.0.2/24", "52:54:00:18:00:02", "wr"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cr = finish(pc)
+    sr = finish(ps)
+    for who, (rc, out, err), n in (("server", sr, 10), ("client", cr, 12)):
+        oks = len(re.findall(r"^ok ", out, re.M))
+        expect(f"verbs_wr: {who} exit 0, its {n} checks ok", rc == 0 and oks == n and "FAIL" not in out, (rc, out, err))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--libdir", required=True)
     ap.add_argument("--hcaemud", required=True)
+    ap.add_argument("--verbs-wr", required=True)
     a = ap.parse_args()
     BASE_ENV["LD_LIBRARY_PATH"] = a.libdir
     lib = os.path.join(a.libdir, "libibverbs.so.1")
@@ -241,6 +258,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hcaemu-verbs-") as tmp:
         check_devices(tmp)
         check_daemon(tmp, a.hcaemud)
+        wr_api(tmp, a.verbs_wr)
         cases = [
             ("ibv_rc_pingpong", ["-c"], 1, 100), ("ibv_rc_pingpong", ["-c"], 4096, 500),
             ("ibv_rc_pingpong", ["-c", "-e"], 20000, 100), ("ibv_rc_pingpong", ["-e"], 65536, 50),

@@ -262,8 +262,6 @@ void ibv_unimport_dm(ibv_dm*) {}
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }  // ECE: not supported
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 
-// The ibv_wr_* API (ibv_qp_ex) is not there yet: no QP is created with send_ops_flags.
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return nullptr; }
 
 // 0: no promise that data lands in order before the completion.
 int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }

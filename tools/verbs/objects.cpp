@@ -358,7 +358,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr& ia) {
         return nullptr;
     }
     w->api = r.value.release();
-    ibv_qp& q = w->qp;
+    ibv_qp& q = *as_qp(w);
     q.context = pd->context;
     q.qp_context = ia.qp_context;
     q.pd = pd;
@@ -377,9 +377,9 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr& ia) {
 }
 
 ibv_qp* ctx_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-    // Only a PD-based RC/UC/UD QP: XRC domains, RSS, TSO, creation flags and the ibv_wr_* send
-    // API (send_ops_flags) are not there yet.
-    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    // A PD-based RC/UC/UD QP, with the ibv_wr_* API if send_ops_flags asks: XRC domains, RSS,
+    // TSO and creation flags are not there.
+    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if ((attr->comp_mask & ~known) || ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
         errno = EOPNOTSUPP;
         return nullptr;
@@ -397,7 +397,14 @@ ibv_qp* ctx_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     ia.qp_type = attr->qp_type;
     ia.sq_sig_all = attr->sq_sig_all;
     ibv_qp* q = create_qp_common(attr->pd, ia);
-    if (q) attr->cap = ia.cap;
+    if (!q) return nullptr;
+    attr->cap = ia.cap;
+    if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && !setup_wr_api(*wrap_of<QpW>(q), attr->send_ops_flags, ia.cap)) {
+        const int e = errno;
+        (void)ibv_destroy_qp(q);
+        errno = e;
+        return nullptr;
+    }
     return q;
 }
 
@@ -791,6 +798,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     if (s != Status::ok) return set_errno(s);
     n.qps.erase(qp->qp_num);
     delete w->api;
+    free_wr_api(*w);
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
     std::free(w);

@@ -124,10 +124,15 @@ struct SrqW {
     ibv_srq srq;
     api::Srq* api;
 };
+struct WrBatch;  // qp_ex.cpp: the WRs an ibv_wr_start ... ibv_wr_complete batch builds
+// ibv_qp is the head of ibv_qp_ex: every QP is an ibv_qp_ex, with the ibv_wr_* functions set
+// (and `batch` made) when ibv_create_qp_ex asked for send_ops_flags.
 struct QpW {
-    ibv_qp qp;
+    ibv_qp_ex qp;
     api::Qp* api;
+    WrBatch* batch;
 };
+inline ibv_qp* as_qp(QpW* w) { return &w->qp.qp_base; }
 struct AhW {
     ibv_ah ah;
     api::Ah* api;
@@ -154,6 +159,10 @@ ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_co
 void fill_cq_ex_ops(ibv_cq_ex& cq);
 int turn_local_engine(Node& n);  // under n.mu: one engine turn and a drain (local), else 0
 void to_ibv_wc(const Wc& c, ibv_wc& o);
+// The ibv_wr_* API of a QP made with send_ops_flags: false (errno set) if it asks for an
+// operation hcaemu lacks or memory runs out; free_wr_api at destroy.
+bool setup_wr_api(QpW& w, uint64_t send_ops_flags, const ibv_qp_cap& cap);
+void free_wr_api(QpW& w);
 // Converters shared by device.cpp and objects.cpp.
 void to_ibv(const AhAttr& a, ibv_ah_attr& o);
 bool from_ibv(const ibv_ah_attr& a, AhAttr& o);
