@@ -225,6 +225,34 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None):
                (rc, out, err))
 
 
+def daemon_pingpongs(tmp, hcaemud):
+    """Two clients of one hcaemud (its embedded link, net_ring0): the pingpongs with the programs'
+    own memory. Needs reg_mr of any memory on a daemon (the verbsmem branch): run with
+    --daemon-pingpong once that is merged."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import daemonlib
+    sock = os.path.join(tmp, "hcaemud-pp.sock")
+    d = daemonlib.Daemon(hcaemud, sock, daemonlib.ring_eal(0, "verbspp"), "198.18.0.1/24", "52:54:00:18:00:01")
+    try:
+        expect("hcaemud (net_ring0) ready", d.wait_ready(), d.err)
+        e = env_for(HCAEMU_DEVICE=f"unix:{sock}")
+        for prog, args, size, iters in (("ibv_rc_pingpong", ["-c"], 4096, 300), ("ibv_rc_pingpong", ["-c", "-e"], 20000, 100),
+                                        ("ibv_uc_pingpong", ["-c"], 1024, 200), ("ibv_ud_pingpong", ["-c"], 1024, 200),
+                                        ("ibv_srq_pingpong", ["-c", "-e"], 1000, 100)):
+            port = str(free_port())
+            cmd = [prog, "-d", "hcaemu0", "-g", "1", "-p", port, "-s", str(size), "-n", str(iters)] + args
+            ps = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            expect(f"{prog} on unix: the server listens", wait_listen(int(port), ps, 30))
+            pc = subprocess.Popen(cmd + ["127.0.0.1"], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cr, sr = finish(pc), finish(ps)
+            for who, (rc, out, err) in (("server", sr), ("client", cr)):
+                m = re.search(r"^(\d+) bytes in [\d.]+ seconds", out, re.M)
+                expect(f"unix: {prog} {' '.join(args)} -s {size}: {who} exit 0, {size * iters * 2} bytes",
+                       rc == 0 and m and int(m.group(1)) == size * iters * 2, (rc, out, err))
+    finally:
+        d.stop()
+
+
 def wr_api(tmp, exe):
     """tests/verbs_wr.cpp: the ibv_wr_* API between two processes (WRITE, SEND_WITH_IMM inline,
     READ, atomics), each side checking the bytes it sees."""
@@ -246,6 +274,8 @@ def main():
     ap.add_argument("--libdir", required=True)
     ap.add_argument("--hcaemud", required=True)
     ap.add_argument("--verbs-wr", required=True)
+    ap.add_argument("--daemon-pingpong", action="store_true",
+                    help="also the pingpongs between two clients of one hcaemud (needs the verbsmem branch)")
     a = ap.parse_args()
     BASE_ENV["LD_LIBRARY_PATH"] = a.libdir
     lib = os.path.join(a.libdir, "libibverbs.so.1")
@@ -259,6 +289,8 @@ def main():
         check_devices(tmp)
         check_daemon(tmp, a.hcaemud)
         wr_api(tmp, a.verbs_wr)
+        if a.daemon_pingpong:
+            daemon_pingpongs(tmp, a.hcaemud)
         cases = [
             ("ibv_rc_pingpong", ["-c"], 1, 100), ("ibv_rc_pingpong", ["-c"], 4096, 500),
             ("ibv_rc_pingpong", ["-c", "-e"], 20000, 100), ("ibv_rc_pingpong", ["-e"], 65536, 50),

@@ -81,7 +81,12 @@ void to_ibv_wc(const Wc& c, ibv_wc& o) {
 }
 
 int turn_local_engine(Node& n) {
-    if (!n.local) return 0;
+    if (!n.local) {
+        // The daemon's engine needs the CPU this busy-polling thread takes: libhcaemu's poll()
+        // yields every 64th call (and reads the daemon's events), as hcaemu's own tools do.
+        (void)n.api->poll();
+        return 0;
+    }
     const int moved = int(n.api->poll());
     if (moved) n.drain();
     return moved;
@@ -106,7 +111,7 @@ int cq_poll(ibv_cq* cq, int num, ibv_wc* wc) {
         }
         // A program that busy-polls an empty CQ turns the in-process engine itself (once per
         // call), as hcaemu's own tools do: no hand-off to the progress thread on that path.
-        if (total || turned || !n.local) return total;
+        if (total || turned) return total;
         turned = true;
         if (!turn_local_engine(n)) return 0;
     }

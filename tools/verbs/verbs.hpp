@@ -157,7 +157,9 @@ void fill_query_ops(verbs_context& vc);  // query.cpp
 ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                          int comp_vector);
 void fill_cq_ex_ops(ibv_cq_ex& cq);
-int turn_local_engine(Node& n);  // under n.mu: one engine turn and a drain (local), else 0
+// Under n.mu, when a poll finds the CQ empty: local, one engine turn and a drain (frames moved);
+// unix, libhcaemu's poll() (a yield every 64th call, the daemon's events), 0.
+int turn_local_engine(Node& n);
 void to_ibv_wc(const Wc& c, ibv_wc& o);
 // The ibv_wr_* API of a QP made with send_ops_flags: false (errno set) if it asks for an
 // operation hcaemu lacks or memory runs out; free_wr_api at destroy.
