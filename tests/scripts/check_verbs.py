@@ -163,6 +163,19 @@ def wait_listen(port, proc, timeout):
     return False
 
 
+def server_listening(prog, name, port, ps):
+    ok = wait_listen(int(port), ps, 30)
+    if not ok:
+        if ps.poll() is None:
+            ps.kill()  # our own child, by its handle
+        out, err = ps.communicate()
+        expect(f"{prog} {name}: the server listens on its TCP port", False,
+               (ps.returncode, out.decode(errors="replace"), err.decode(errors="replace")))
+    else:
+        expect(f"{prog} {name}: the server listens on its TCP port", True)
+    return ok
+
+
 def addresses(out):
     return {m.group(1): m.group(2, 3, 4) for m in ADDR.finditer(out)}
 
@@ -172,8 +185,9 @@ def pingpong(tmp, prog, args, size, iters, name):
     cmd = [prog, "-d", "hcaemu0", "-g", "1", "-p", port, "-s", str(size), "-n", str(iters)] + args
     ps = subprocess.Popen(cmd, env=local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", name),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    listening = wait_listen(int(port), ps, 30)  # the programs' clients do not retry a refused connect
-    expect(f"{prog} {name}: the server listens on its TCP port", listening)
+    # The programs' clients do not retry a refused connect: start it once the server listens.
+    if not server_listening(prog, name, port, ps):
+        return
     pc = subprocess.Popen(cmd + ["127.0.0.1"],
                           env=local_env(tmp, "client", 1, "198.18.0.2/24", "52:54:00:18:00:02", name),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -205,7 +219,8 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None):
           (["-s", str(size)] if size else []) + args
     ps = subprocess.Popen(cmd, env=local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", name),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    expect(f"{prog} {name}: the server listens on its TCP port", wait_listen(int(port), ps, 30))
+    if not server_listening(prog, name, port, ps):
+        return
     pc = subprocess.Popen(cmd + ["127.0.0.1"],
                           env=local_env(tmp, "client", 1, "198.18.0.2/24", "52:54:00:18:00:02", name),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -260,6 +275,10 @@ def wr_api(tmp, exe):
     os.mkdir(d)
     ps = subprocess.Popen([exe, "server", d], env=local_env(tmp, "server", 0, "198.18.0.1/24", "52:54:00:18:00:01", "wr"),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The client after the server's port is up (it writes its file then), as with the pingpongs.
+    end = time.time() + 30
+    while time.time() < end and ps.poll() is None and not os.path.exists(os.path.join(d, "server")):
+        time.sleep(0.05)
     pc = subprocess.Popen([exe, "client", d], env=local_env(tmp, "client", 1, "198.18.0.2/24", "52:54:00:18:00:02", "wr"),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     cr = finish(pc)
