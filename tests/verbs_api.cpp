@@ -290,7 +290,14 @@ void check_cq_ex(ibv_context* ctx, ibv_pd* pd) {
               ibv_wc_read_qp_num(cq) == qp->qp_num,
           "ibv_start_poll: the first receive, WR_FLUSH_ERR, its QP", s1);
     if (s1 == 0) {
+        // A post between start_poll and end_poll (a receive for the one just read) does not wait
+        // for end_poll; on a QP in ERR it is flushed at once, behind the second.
+        ibv_recv_wr again = wr[0];
+        again.wr_id = 102;
+        again.next = nullptr;
+        check(ibv_post_recv(qp, &again, &bad) == 0, "ibv_post_recv between start_poll and end_poll");
         check(ibv_next_poll(cq) == 0 && cq->wr_id == 101 && cq->status == IBV_WC_WR_FLUSH_ERR, "ibv_next_poll: the second");
+        check(ibv_next_poll(cq) == 0 && cq->wr_id == 102, "ibv_next_poll: the one posted meanwhile");
         check(ibv_next_poll(cq) == ENOENT, "ibv_next_poll: then ENOENT");
         ibv_end_poll(cq);
     }

@@ -1,6 +1,6 @@
 // libibverbs.so.1 on libhcaemu: the poll-cq-ex API of a CQ made by ibv_create_cq_ex
 // (ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_*). As providers do, the CQ is held
-// (here: the node's mutex) from a successful start_poll to end_poll; start_poll's ENOENT leaves it
+// (its own poll lock) from a successful start_poll to end_poll; start_poll's ENOENT leaves it
 // free, and end_poll is not called then (verbs.h).
 #include <endian.h>
 
@@ -21,20 +21,30 @@ bool take_one(CqW& w) {
     return true;
 }
 
+// Each completion is taken under the node's mutex, which is not held in between: the program
+// may post (a receive for each completion read, say) between start_poll and end_poll.
 int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     if (attr && attr->comp_mask) return EINVAL;
     CqW& w = w_of(cq);
     Node& n = node_of(cq->context);
-    n.mu.lock();
-    // An empty CQ turns the in-process engine once, as ibv_poll_cq does.
-    if (take_one(w) || (turn_local_engine(n) && take_one(w))) return 0;  // held until end_poll
-    n.mu.unlock();
+    pthread_mutex_lock(&w.poll_mu);
+    bool got;
+    {
+        const std::lock_guard g(n.mu);
+        // An empty CQ turns the in-process engine once, as ibv_poll_cq does.
+        got = take_one(w) || (turn_local_engine(n) && take_one(w));
+    }
+    if (got) return 0;  // poll_mu held until end_poll
+    pthread_mutex_unlock(&w.poll_mu);
     return ENOENT;
 }
 
-int next_poll(ibv_cq_ex* cq) { return take_one(w_of(cq)) ? 0 : ENOENT; }
+int next_poll(ibv_cq_ex* cq) {
+    const std::lock_guard g(node_of(cq->context).mu);
+    return take_one(w_of(cq)) ? 0 : ENOENT;
+}
 
-void end_poll(ibv_cq_ex* cq) { node_of(cq->context).mu.unlock(); }
+void end_poll(ibv_cq_ex* cq) { pthread_mutex_unlock(&w_of(cq).poll_mu); }
 
 ibv_wc_opcode read_opcode(ibv_cq_ex* cq) { return ibv_wc_opcode(w_of(cq).cur.opcode); }
 uint32_t read_vendor_err(ibv_cq_ex* cq) { return w_of(cq).cur.vendor_err; }
@@ -55,6 +65,7 @@ uint8_t read_dlid_path_bits(ibv_cq_ex* cq) { return w_of(cq).cur.dlid_path_bits;
 // read_completion_ts, read_cvlan, read_flow_tag, read_tm_info, read_completion_wallclock_ns stay
 // null: create_cq_ex refuses the wc_flags that would make a program call them.
 void fill_cq_ex_ops(ibv_cq_ex& cq) {
+    pthread_mutex_init(&reinterpret_cast<CqW*>(&cq)->poll_mu, nullptr);
     cq.start_poll = start_poll;
     cq.next_poll = next_poll;
     cq.end_poll = end_poll;

@@ -367,7 +367,10 @@ ibv_context* ibv_open_device(ibv_device* device) {
         const std::lock_guard g(n->mu);
         n->ctxs.push_back(c);
     }
-    if (!n->th.joinable()) n->start();
+    {
+        const std::lock_guard g(g_mu);  // one starter, against a concurrent open or close
+        if (!n->th.joinable()) n->start();
+    }
     return &ic;
 }
 
@@ -381,10 +384,10 @@ int ibv_close_device(ibv_context* context) {
         std::erase(n->ctxs, c);
         last = n->ctxs.empty();
     }
-    // The last context of an HCA stops its progress thread; a local HCA itself stays until exit.
-    if (last) n->halt();
     {
+        // The last context of an HCA stops its progress thread; a local HCA itself stays until exit.
         const std::lock_guard g(g_mu);
+        if (last) n->halt();
         if (Dev* d = dev_of(context->device)) --d->opens;
     }
     ::close(context->async_fd);

@@ -675,6 +675,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     while (cq->comp_events_completed != w->delivered) pthread_cond_wait(&cq->cond, &cq->mutex);
     pthread_mutex_unlock(&cq->mutex);
     pthread_mutex_destroy(&cq->mutex);
+    pthread_mutex_destroy(&w->poll_mu);
     pthread_cond_destroy(&cq->cond);
     std::free(w);
     return 0;

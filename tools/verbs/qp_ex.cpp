@@ -1,6 +1,7 @@
 // libibverbs.so.1 on libhcaemu: the ibv_wr_* send API of a QP made by ibv_create_qp_ex with
-// send_ops_flags. ibv_wr_start takes the node's mutex (held until complete or abort, as providers
-// hold the QP's lock); each ibv_wr_<op> starts a WR with the qp_ex's wr_id and wr_flags of that
+// send_ops_flags. ibv_wr_start takes the QP's own lock (held until complete or abort, as providers
+// do; the node's mutex only for the posting in ibv_wr_complete, so that the program may use other
+// objects meanwhile); each ibv_wr_<op> starts a WR with the qp_ex's wr_id and wr_flags of that
 // moment, the ibv_wr_set_* calls fill it; ibv_wr_complete posts them in order. The batch's
 // storage (max_send_wr WRs, their SGEs and inline bytes) is made at create time: nothing is
 // allocated on the post path.
@@ -23,6 +24,7 @@ struct WrBatch {
     uint32_t max_inline = 0;
     uint32_t n = 0;               // WRs built since ibv_wr_start
     int err = 0;                  // the first building error: ibv_wr_complete returns it
+    std::mutex mu;                // held from ibv_wr_start to complete or abort
 };
 
 namespace {
@@ -143,7 +145,7 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 void wr_set_inline_data_list(ibv_qp_ex* q, size_t num, const ibv_data_buf* list) { set_inline(q, num, list); }
 
 void wr_start(ibv_qp_ex* q) {
-    node_of(q->qp_base.context).mu.lock();
+    w_of(q).batch->mu.lock();
     w_of(q).batch->n = 0;
     w_of(q).batch->err = 0;
 }
@@ -154,20 +156,23 @@ int wr_complete(ibv_qp_ex* q) {
     WrBatch& b = *w.batch;
     Node& n = node_of(q->qp_base.context);
     int err = b.err;
-    for (uint32_t i = 0; i < b.n && !err; ++i) {
-        const SendWr* bad = nullptr;
-        const Status st = w.api->post_send(&b.wr[i], &bad);
-        if (st != Status::ok) err = to_errno(st);
+    {
+        const std::lock_guard g(n.mu);
+        for (uint32_t i = 0; i < b.n && !err; ++i) {
+            const SendWr* bad = nullptr;
+            const Status st = w.api->post_send(&b.wr[i], &bad);
+            if (st != Status::ok) err = to_errno(st);
+        }
     }
     b.n = 0;
-    n.mu.unlock();
+    b.mu.unlock();
     n.wake();
     return err;
 }
 
 void wr_abort(ibv_qp_ex* q) {
     w_of(q).batch->n = 0;
-    node_of(q->qp_base.context).mu.unlock();
+    w_of(q).batch->mu.unlock();
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ struct CqW {
     api::Cq* api;
     uint32_t delivered;  // events ibv_get_cq_event returned (under cq.mutex), as the kernel counts them
     Wc cur;              // the completion start_poll/next_poll stand on
+    pthread_mutex_t poll_mu;  // held from a successful ibv_start_poll to ibv_end_poll
 };
 inline ibv_cq* as_cq(CqW* w) { return reinterpret_cast<ibv_cq*>(&w->cq); }
 struct SrqW {
