@@ -19,6 +19,7 @@
 namespace {
 
 int g_failures = 0;
+alignas(64) uint8_t buf[4096];  // the registered memory of this side
 
 void check(bool ok, const char* what) {
     std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
@@ -96,6 +97,77 @@ bool connect_qp(ibv_qp* qp, const Info& peer, uint32_t my_psn, bool server) {
                                      IBV_QP_MAX_QP_RD_ATOMIC) == 0;
 }
 
+// The server: what the client's batches did to its memory and receive queue.
+void server_side(const std::string& dir, ibv_cq* cq, uint64_t* faa, uint64_t* cas) {
+    ibv_wc wc[4]{};
+    check(wait_cqes(cq, 1, wc) && wc[0].wr_id == 50 && wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == 5 &&
+              (wc[0].wc_flags & IBV_WC_WITH_IMM) && be32toh(wc[0].imm_data) == 0xdeadbeef,
+          "server: the SEND with immediate 0xdeadbeef, 5 bytes");
+    check(std::memcmp(buf + 512, "hello", 5) == 0, "server: its inline data 'hello'");
+    bool write_ok = true;
+    for (int i = 0; i < 256; ++i) write_ok &= buf[i] == uint8_t(0xA0 ^ i);
+    check(write_ok, "server: the RDMA WRITE's 256 bytes, before the SEND (RC order)");
+    Info done;
+    check(get(dir, "client-done", done), "server: the client finished its READ and atomics");
+    check(*faa == 105 && *cas == 9, "server: FETCH_AND_ADD 100+5 = 105, CMP_AND_SWAP 7 -> 9");
+}
+
+// The client: two batches through ibv_wr_*, an aborted one and one past the send queue.
+void client_side(const std::string& dir, ibv_qp_ex* qpx, ibv_cq* cq, ibv_mr* mr, const Info& peer, uint32_t max_send_wr,
+                 uint64_t* faa, uint64_t* cas) {
+    ibv_wc wc[4]{};
+    for (int i = 0; i < 256; ++i) buf[i] = uint8_t(0xA0 ^ i);
+    ibv_wr_start(qpx);
+    qpx->wr_id = 1;
+    qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 256);
+    qpx->wr_id = 2;
+    ibv_wr_send_imm(qpx, htobe32(0xdeadbeef));
+    char hello[] = "hello";
+    ibv_wr_set_inline_data(qpx, hello, 5);
+    std::memcpy(hello, "XXXXX", 5);  // copied at the call: the buffer is free again
+    check(ibv_wr_complete(qpx) == 0, "client: WRITE and SEND_WITH_IMM (inline) in one batch");
+    check(wait_cqes(cq, 2, wc) && wc[0].wr_id == 1 && wc[0].opcode == IBV_WC_RDMA_WRITE && wc[1].wr_id == 2 &&
+              wc[1].opcode == IBV_WC_SEND,
+          "client: their two completions, in order");
+    ibv_wr_start(qpx);
+    qpx->wr_id = 3;
+    ibv_wr_rdma_read(qpx, peer.rkey, peer.addr + 1024);
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf + 1024), 256);
+    qpx->wr_id = 4;
+    ibv_wr_atomic_fetch_add(qpx, peer.rkey, peer.addr + 2048, 5);
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(faa), 8);
+    qpx->wr_id = 5;
+    ibv_wr_atomic_cmp_swp(qpx, peer.rkey, peer.addr + 2056, 7, 9);
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(cas), 8);
+    check(ibv_wr_complete(qpx) == 0, "client: READ, FETCH_AND_ADD, CMP_AND_SWAP in one batch");
+    check(wait_cqes(cq, 3, wc) && wc[0].wr_id == 3 && wc[0].opcode == IBV_WC_RDMA_READ && wc[1].wr_id == 4 &&
+              wc[1].opcode == IBV_WC_FETCH_ADD && wc[2].wr_id == 5 && wc[2].opcode == IBV_WC_COMP_SWAP,
+          "client: their three completions, in order");
+    bool read_ok = true;
+    for (int i = 0; i < 256; ++i) read_ok &= buf[1024 + i] == uint8_t(0xB0 ^ i);
+    check(read_ok, "client: the READ's 256 bytes");
+    check(*faa == 100 && *cas == 7, "client: the atomics' original values 100 and 7");
+    // ibv_wr_abort drops a batch (nothing posted) and frees the QP for the next one.
+    ibv_wr_start(qpx);
+    qpx->wr_id = 6;
+    ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
+    ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 8);
+    ibv_wr_abort(qpx);
+    // More WRs than the send queue holds: ibv_wr_complete refuses the batch, nothing posted.
+    ibv_wr_start(qpx);
+    for (int i = 0; i <= int(max_send_wr); ++i) {
+        qpx->wr_id = 100 + uint64_t(i);
+        ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
+        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 8);
+    }
+    check(ibv_wr_complete(qpx) == ENOMEM, "client: a batch past max_send_wr: ENOMEM");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    check(ibv_poll_cq(cq, 4, wc) == 0, "client: no completion from the aborted or refused batch");
+    put(dir, "client-done", Info{});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,7 +180,6 @@ int main(int argc, char** argv) {
     ibv_free_device_list(list);
     if (!ctx) return 1;
     ibv_pd* pd = ibv_alloc_pd(ctx);
-    static uint8_t buf[4096] __attribute__((aligned(64)));
     for (int i = 0; i < 256; ++i) buf[1024 + i] = uint8_t(server ? 0xB0 ^ i : 0);  // what the client reads
     uint64_t* faa = reinterpret_cast<uint64_t*>(buf + 2048);
     uint64_t* cas = reinterpret_cast<uint64_t*>(buf + 2056);
@@ -146,70 +217,10 @@ int main(int argc, char** argv) {
     Info peer;
     check(get(dir, server ? "client" : "server", peer), "the peer's QPN, rkey, PSN and address");
     check(connect_qp(qp, peer, psn, server), "RTR (resolving the peer) and RTS");
-    ibv_wc wc[4]{};
-    if (server) {
-        check(wait_cqes(cq, 1, wc) && wc[0].wr_id == 50 && wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == 5 &&
-                  (wc[0].wc_flags & IBV_WC_WITH_IMM) && be32toh(wc[0].imm_data) == 0xdeadbeef,
-              "server: the SEND with immediate 0xdeadbeef, 5 bytes");
-        check(std::memcmp(buf + 512, "hello", 5) == 0, "server: its inline data 'hello'");
-        bool write_ok = true;
-        for (int i = 0; i < 256; ++i) write_ok &= buf[i] == uint8_t(0xA0 ^ i);
-        check(write_ok, "server: the RDMA WRITE's 256 bytes, before the SEND (RC order)");
-        Info done;
-        check(get(dir, "client-done", done), "server: the client finished its READ and atomics");
-        check(*faa == 105 && *cas == 9, "server: FETCH_AND_ADD 100+5 = 105, CMP_AND_SWAP 7 -> 9");
-    } else {
-        for (int i = 0; i < 256; ++i) buf[i] = uint8_t(0xA0 ^ i);
-        ibv_wr_start(qpx);
-        qpx->wr_id = 1;
-        qpx->wr_flags = IBV_SEND_SIGNALED;
-        ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
-        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 256);
-        qpx->wr_id = 2;
-        ibv_wr_send_imm(qpx, htobe32(0xdeadbeef));
-        char hello[] = "hello";
-        ibv_wr_set_inline_data(qpx, hello, 5);
-        std::memcpy(hello, "XXXXX", 5);  // copied at the call: the buffer is free again
-        check(ibv_wr_complete(qpx) == 0, "client: WRITE and SEND_WITH_IMM (inline) in one batch");
-        check(wait_cqes(cq, 2, wc) && wc[0].wr_id == 1 && wc[0].opcode == IBV_WC_RDMA_WRITE && wc[1].wr_id == 2 &&
-                  wc[1].opcode == IBV_WC_SEND,
-              "client: their two completions, in order");
-        ibv_wr_start(qpx);
-        qpx->wr_id = 3;
-        ibv_wr_rdma_read(qpx, peer.rkey, peer.addr + 1024);
-        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf + 1024), 256);
-        qpx->wr_id = 4;
-        ibv_wr_atomic_fetch_add(qpx, peer.rkey, peer.addr + 2048, 5);
-        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(faa), 8);
-        qpx->wr_id = 5;
-        ibv_wr_atomic_cmp_swp(qpx, peer.rkey, peer.addr + 2056, 7, 9);
-        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(cas), 8);
-        check(ibv_wr_complete(qpx) == 0, "client: READ, FETCH_AND_ADD, CMP_AND_SWAP in one batch");
-        check(wait_cqes(cq, 3, wc) && wc[0].wr_id == 3 && wc[0].opcode == IBV_WC_RDMA_READ && wc[1].wr_id == 4 &&
-                  wc[1].opcode == IBV_WC_FETCH_ADD && wc[2].wr_id == 5 && wc[2].opcode == IBV_WC_COMP_SWAP,
-              "client: their three completions, in order");
-        bool read_ok = true;
-        for (int i = 0; i < 256; ++i) read_ok &= buf[1024 + i] == uint8_t(0xB0 ^ i);
-        check(read_ok, "client: the READ's 256 bytes");
-        check(*faa == 100 && *cas == 7, "client: the atomics' original values 100 and 7");
-        // ibv_wr_abort drops a batch (nothing posted) and frees the QP for the next one.
-        ibv_wr_start(qpx);
-        qpx->wr_id = 6;
-        ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
-        ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 8);
-        ibv_wr_abort(qpx);
-        // More WRs than the send queue holds: ibv_wr_complete refuses the batch, nothing posted.
-        ibv_wr_start(qpx);
-        for (int i = 0; i <= int(ix.cap.max_send_wr); ++i) {
-            qpx->wr_id = 100 + uint64_t(i);
-            ibv_wr_rdma_write(qpx, peer.rkey, peer.addr);
-            ibv_wr_set_sge(qpx, mr->lkey, reinterpret_cast<uintptr_t>(buf), 8);
-        }
-        check(ibv_wr_complete(qpx) == ENOMEM, "client: a batch past max_send_wr: ENOMEM");
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        check(ibv_poll_cq(cq, 4, wc) == 0, "client: no completion from the aborted or refused batch");
-        put(dir, "client-done", Info{});
-    }
+    if (server)
+        server_side(dir, cq, faa, cas);
+    else
+        client_side(dir, qpx, cq, mr, peer, ix.cap.max_send_wr, faa, cas);
     check(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0 && ibv_dereg_mr(mr) == 0 && ibv_dealloc_pd(pd) == 0 &&
               ibv_close_device(ctx) == 0,
           "destroy QP, CQ, MR, PD; close");
