@@ -57,6 +57,13 @@ Device::Device(const DeviceAttr& attr, const PortConfig& port)
     port_.link_mtu = port.link_mtu;
     port_.max_msg_sz = port.max_msg_sz;
     port_.active_mtu = active_mtu_for_link(port.link_mtu);
+    // No GUID given: the port MAC's modified EUI-64 (RFC 4291 2.5.1), as rxe derives its node GUID.
+    if (attr_.node_guid == 0) {
+        const auto& m = port.mac;
+        attr_.node_guid = uint64_t(m[0] ^ 0x02) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 |
+                          uint64_t(0xfffe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+    }
+    if (attr_.sys_image_guid == 0) attr_.sys_image_guid = attr_.node_guid;
     rebuild_gids();
     // At least one entry, at most what a 16-bit pkey_index reaches.
     pkeys_.assign(port.pkeys.begin(), port.pkeys.begin() + std::min<size_t>(port.pkeys.size(), 0xFFFF));

@@ -95,6 +95,12 @@ TEST_CASE("device and port attributes as ibv_query_device and ibv_query_port rep
     CHECK(a.max_qp == 0x10000);
     CHECK(a.max_qp_rd_atom == 128);
     CHECK(a.atomic_cap == AtomicCap::hca);
+    // No GUID given: the default MAC 52:54:00:18:00:01's modified EUI-64, as rxe derives it.
+    CHECK(a.node_guid == 0x505400fffe180001ull);
+    CHECK(a.sys_image_guid == a.node_guid);
+    DeviceAttr given;
+    given.node_guid = 0x0123456789abcdefull;
+    CHECK(Device(given, PortConfig{}).query_device().node_guid == 0x0123456789abcdefull);
     PortAttr p;
     REQUIRE(f.dev.query_port(1, p) == Status::ok);
     CHECK(p.state == PortState::active);

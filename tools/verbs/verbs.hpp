@@ -1,0 +1,173 @@
+// libibverbs.so.1 on libhcaemu: what the verbs entry points share. Every ibv_* object the library
+// hands out is the first member of a wrapper (standard layout, so the ibv pointer converts back)
+// that holds its api:: object. docs/verbs.md says how progress, memory and events work.
+#pragma once
+#include <infiniband/verbs.h>
+#include <sched.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "tools/lib/api.hpp"
+
+// libibverbs exports that the installed headers do not declare (rdma-core's marshall.h and
+// driver.h, the fork range calls, the sysfs helpers).
+struct ib_uverbs_ah_attr;
+struct ib_uverbs_qp_attr;
+struct ibv_sa_path_rec;
+struct ib_user_path_rec;
+extern "C" {
+void ibv_copy_ah_attr_from_kern(ibv_ah_attr*, ib_uverbs_ah_attr*);
+void ibv_copy_qp_attr_from_kern(ibv_qp_attr*, ib_uverbs_qp_attr*);
+void ibv_copy_path_rec_from_kern(ibv_sa_path_rec*, ib_user_path_rec*);
+void ibv_copy_path_rec_to_kern(ib_user_path_rec*, ibv_sa_path_rec*);
+int ibv_dontfork_range(void*, size_t);
+int ibv_dofork_range(void*, size_t);
+void ibv_register_driver(const char*, void*);
+const char* ibv_get_sysfs_path(void);
+int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+}
+
+namespace hcaemu::verbs {
+
+struct Ctx;
+struct ChanW;
+
+// One api::Context and the thread that makes progress on it. `mu` serialises every use of `api`
+// (api objects are single-threaded): the progress thread holds it for one engine turn at a time,
+// a verb for its own call.
+struct Node {
+    std::unique_ptr<api::Context> api;
+    bool local = false;
+    std::mutex mu;
+    std::vector<Ctx*> ctxs;                        // the ibv contexts on it (under mu)
+    std::vector<ChanW*> chans;                     // completion channels to feed (under mu)
+    std::unordered_map<uint32_t, ibv_qp*> qps;     // by QPN, for async events (under mu)
+    std::unordered_map<uint32_t, ibv_cq*> cqs;     // by api handle
+    std::unordered_map<uint32_t, ibv_srq*> srqs;   // by api handle
+    std::thread th;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> sleeping{false};
+    std::mutex sleep_mu;
+    std::condition_variable wake_cv;
+    cpu_set_t cpus{};                              // the process's CPUs before DPDK pinned it
+    bool have_cpus = false;
+    int daemon_fd = -1;                            // unix: the connection's socket
+    std::unique_ptr<api::CompChannel> probe;       // unix: the channel whose fd() is that socket
+
+    void start();
+    void halt();
+    void wake() {
+        if (sleeping.load(std::memory_order_relaxed)) wake_cv.notify_one();
+    }
+    void drain();  // under mu: completion and async events to their channels and contexts
+    void post_async(ibv_context* owner, const ibv_async_event& e);  // under mu; owner null: all
+
+private:
+    void run_local();
+    void run_daemon();
+};
+
+struct Ctx {
+    std::shared_ptr<Node> node;
+    ibv_context* ibv = nullptr;
+    std::deque<ibv_async_event> async;  // under node->mu
+    bool fatal_sent = false;
+};
+
+// ibv_context lives at the end of verbs_context; the wrapper puts our pointer after it.
+struct CtxW {
+    verbs_context vc;
+    Ctx* impl;
+};
+static_assert(std::is_standard_layout_v<CtxW>);
+
+inline CtxW* ctxw(ibv_context* c) {
+    auto* vc = reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+    return reinterpret_cast<CtxW*>(vc);
+}
+inline Ctx& ctx_of(ibv_context* c) { return *ctxw(c)->impl; }
+inline Node& node_of(ibv_context* c) { return *ctxw(c)->impl->node; }
+
+struct PdW {
+    ibv_pd pd;
+    api::Pd* api;
+};
+struct MrW {
+    ibv_mr mr;
+    api::Mr* api;
+};
+struct ChanW {
+    ibv_comp_channel ch;
+    api::CompChannel* api;
+    std::deque<ibv_cq*>* q;  // events taken from api, waiting for ibv_get_cq_event (under node mu)
+};
+// ibv_cq is the head of ibv_cq_ex (verbs.h's ibv_cq_ex_to_cq casts): every CQ is an ibv_cq_ex,
+// whose poll functions are set when it was made by ibv_create_cq_ex.
+struct CqW {
+    ibv_cq_ex cq;
+    api::Cq* api;
+    uint32_t delivered;  // events ibv_get_cq_event returned (under cq.mutex), as the kernel counts them
+    Wc cur;              // the completion start_poll/next_poll stand on
+    pthread_mutex_t poll_mu;  // held from a successful ibv_start_poll to ibv_end_poll
+};
+inline ibv_cq* as_cq(CqW* w) { return reinterpret_cast<ibv_cq*>(&w->cq); }
+struct SrqW {
+    ibv_srq srq;
+    api::Srq* api;
+};
+struct WrBatch;  // qp_ex.cpp: the WRs an ibv_wr_start ... ibv_wr_complete batch builds
+// ibv_qp is the head of ibv_qp_ex: every QP is an ibv_qp_ex, with the ibv_wr_* functions set
+// (and `batch` made) when ibv_create_qp_ex asked for send_ops_flags.
+struct QpW {
+    ibv_qp_ex qp;
+    api::Qp* api;
+    WrBatch* batch;
+};
+inline ibv_qp* as_qp(QpW* w) { return &w->qp.qp_base; }
+struct AhW {
+    ibv_ah ah;
+    api::Ah* api;
+    Gid dgid;
+};
+static_assert(std::is_standard_layout_v<PdW> && std::is_standard_layout_v<MrW> &&
+              std::is_standard_layout_v<ChanW> && std::is_standard_layout_v<CqW> &&
+              std::is_standard_layout_v<SrqW> && std::is_standard_layout_v<QpW> && std::is_standard_layout_v<AhW>);
+
+template <class W, class T>
+W* wrap_of(T* p) {
+    return reinterpret_cast<W*>(p);
+}
+
+// errno from a Status, and the `return -1`/`return NULL` libibverbs conventions.
+int set_errno(Status s);
+
+// Fills the verbs_context ops (objects.cpp).
+void fill_ops(verbs_context& vc);
+void fill_query_ops(verbs_context& vc);  // query.cpp
+// ibv_create_cq and ibv_create_cq_ex (objects.cpp); the poll-cq-ex functions (cq_ex.cpp).
+ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                         int comp_vector);
+void fill_cq_ex_ops(ibv_cq_ex& cq);
+// Under n.mu, when a poll finds the CQ empty: local, one engine turn and a drain (frames moved);
+// unix, libhcaemu's poll() (a yield every 64th call, the daemon's events), 0.
+int turn_local_engine(Node& n);
+void to_ibv_wc(const Wc& c, ibv_wc& o);
+// The ibv_wr_* API of a QP made with send_ops_flags: false (errno set) if it asks for an
+// operation hcaemu lacks or memory runs out; free_wr_api at destroy.
+bool setup_wr_api(QpW& w, uint64_t send_ops_flags, const ibv_qp_cap& cap);
+void free_wr_api(QpW& w);
+// Converters shared by device.cpp and objects.cpp.
+void to_ibv(const AhAttr& a, ibv_ah_attr& o);
+bool from_ibv(const ibv_ah_attr& a, AhAttr& o);
+
+}  // namespace hcaemu::verbs
