@@ -608,7 +608,7 @@ struct NetHcaPair {
             d.qp = std::move(d.dev->create_qp(d.pd, ia).value);
         }
         for (int i = 0; i < 2; ++i)
-            REQUIRE(tools::connect_qp(s[i].qp, cfg, s[1 - i].qp.qpn(), s[1 - i].gid, cfg.sq_psn[i], cfg.sq_psn[1 - i]));
+            REQUIRE(tools::connect_qp(s[i].qp, cfg, s[1 - i].qp.qpn(), s[1 - i].gid, cfg.sq_psn[i], cfg.sq_psn[1 - i], 1));
     }
 
     void write(uint64_t off, uint32_t len, uint64_t wr_id) {

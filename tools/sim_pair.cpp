@@ -55,7 +55,8 @@ SimPair::SimPair(const SimConfig& c) : clock(1'000'000'000), wire(c.wire, clock)
 
 SimPair::~SimPair() = default;
 
-bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn) {
+bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn,
+                int sgid_index) {
     const QpType t = cfg.type;
     QpAttr a;
     a.qp_state = QpState::init;
@@ -73,7 +74,7 @@ bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer
     a.max_dest_rd_atomic = cfg.max_rd_atomic;
     a.min_rnr_timer = cfg.min_rnr_timer;
     a.ah_attr.dgid = peer_gid;
-    a.ah_attr.sgid_index = pkt::is_ipv4_mapped(peer_gid) ? 1 : 2;  // the IPv4-mapped GID, or the IPv6 one
+    a.ah_attr.sgid_index = uint8_t(sgid_index >= 0 ? sgid_index : pkt::is_ipv4_mapped(peer_gid) ? 1 : 2);
     m = qp_attr::state;
     if (t == QpType::rc)
         m |= qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn | qp_attr::max_dest_rd_atomic |

@@ -39,7 +39,9 @@ struct SimConfig {
 // Moves `qp` from RESET through INIT, RTR and RTS to talk to `peer_qpn` at `peer_gid` (GID index 1
 // on this side), with the attributes of `cfg`; its send PSN is `sq_psn`, the peer's `rq_psn`.
 // False if a transition was refused.
-bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn);
+// `sgid_index` < 0: 1 (the IPv4-mapped GID) for an IPv4 peer, 2 (the IPv6 one after it) for an IPv6 one.
+bool connect_qp(Qp& qp, const SimConfig& cfg, uint32_t peer_qpn, const Gid& peer_gid, uint32_t sq_psn, uint32_t rq_psn,
+                int sgid_index = -1);
 
 class SimPair {
 public:
