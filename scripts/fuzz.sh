@@ -4,6 +4,7 @@
 #
 #   scripts/fuzz.sh [--runs N | --time SECONDS] [--build-dir DIR] [--captures DIR] [TARGET...]
 #   scripts/fuzz.sh --smoke [--build-dir DIR] [TARGET...]     (CI: replay the regressions, then 5 s)
+# --no-build: use the targets in DIR/tests/fuzz as they are (a copy, while DIR is rebuilt).
 #
 # Targets: fuzz_parse fuzz_pcap fuzz_receive fuzz_ctl (default: all, one after another).
 # The build dir (default build-fuzz) is configured with clang, ASan and UBSan if it is not yet, and
@@ -17,16 +18,17 @@ set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build="$src/build-fuzz"
 captures="$src/../shared/captures/rxe"
-runs="" secs="" smoke=0
+runs="" secs="" smoke=0 nobuild=0
 targets=()
 all=(fuzz_parse fuzz_pcap fuzz_receive fuzz_ctl)
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --runs) runs=$2; shift 2 ;;
     --time) secs=$2; shift 2 ;;
-    --smoke) smoke=1; shift ;;
+    --smoke) smoke=1; nobuild=1; shift ;;
+    --no-build) nobuild=1; shift ;;
     --build-dir) build=$2; shift 2 ;;
     --captures) captures=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -41,7 +43,7 @@ elif [ -z "$runs" ] && [ -z "$secs" ]; then
     secs=60
 fi
 
-if [ $smoke = 0 ]; then
+if [ $nobuild = 0 ]; then
     if [ ! -f "$build/build.ninja" ]; then
         CXX=clang++ CC=clang meson setup "$build" "$src" -Dfuzz=true -Dtests=false \
             -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 2
@@ -55,7 +57,7 @@ opts_for() {
     case "$1" in
     fuzz_parse) echo "-max_len=9100" ;;
     fuzz_pcap) echo "-max_len=16384" ;;
-    fuzz_receive) echo "-max_len=8192" ;;
+    fuzz_receive) echo "-max_len=4096" ;;
     fuzz_ctl) echo "-max_len=8192 -close_fd_mask=2" ;;
     esac
 }

@@ -62,8 +62,8 @@ RTS = {0: 3, 1: 9, 3: 15}  # opcode >> 5 -> the RTS QP of that transport
 def receive_seeds(frames):
     seeds = []
     roce = [f for _, f in frames if len(f) > 42 and f[12:14] == b'\x08\x00' and f[36:38] == b'\x12\xb7']
-    for start in range(0, len(roce), 6):
-        run = roce[start:start + 6]
+    for start in range(0, len(roce), 3):
+        run = roce[start:start + 3]
         b = b''
         # A posted send (record tag 4, sub 0) on the RC RTS QP, so that responses find a WQE.
         b += bytes([4, 3, 2, 0x00, 0x40, 0x00])
