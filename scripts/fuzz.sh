@@ -58,7 +58,7 @@ opts_for() {
     fuzz_parse) echo "-max_len=9100" ;;
     fuzz_pcap) echo "-max_len=16384" ;;
     fuzz_receive) echo "-max_len=4096" ;;
-    fuzz_ctl) echo "-max_len=8192 -close_fd_mask=2" ;;
+    fuzz_ctl) echo "-max_len=2048 -close_fd_mask=2" ;;
     esac
 }
 
