@@ -102,7 +102,8 @@ struct Reader {
     }
 };
 
-std::vector<uint8_t> g_opcodes;  // every valid opcode
+std::vector<uint8_t> g_opcodes;    // every valid opcode
+std::vector<uint8_t> g_by_type[3];  // the valid opcodes of RC, UC, UD
 
 struct Bench {
     port::VirtualClock clock{1'000'000'000};
@@ -409,7 +410,10 @@ struct Bench {
     void built(Reader& in) {
         Qp1& q = qps[in.u8() % qps.size()];
         const uint8_t ctl = in.u8();
-        const uint8_t opcode = g_opcodes[in.u8() % g_opcodes.size()];
+        // Mostly an opcode of the QP's own transport; sometimes any.
+        const uint8_t os = in.u8();
+        const std::vector<uint8_t>& ops = os & 0x80 ? g_opcodes : g_by_type[uint8_t(q.type) - uint8_t(QpType::rc)];
+        const uint8_t opcode = ops[os % ops.size()];
         const pkt::OpcodeInfo& oi = pkt::opcode_info(opcode);
         pkt::Headers h;
         h.eth.src = wc.mac[1];
@@ -435,14 +439,20 @@ struct Bench {
         Region& r = region(in.u8());
         const uint8_t off = in.u8();
         const uint8_t lsel = in.u8();
+        uint32_t plen = 0;
+        if (oi.payload) {
+            const uint8_t ps = in.u8();
+            plen = ps & 0x80 ? uint32_t(ps & 0x7F) : uint32_t(ps) * 16;  // up to 2032: above the MTU too
+            if ((ps & 0xC0) == 0x40) plen = 1024;
+        }
         uint32_t dma_len;
         switch (lsel & 7) {
         case 0: dma_len = 0; break;
         case 1: dma_len = 1024; break;
         case 2: dma_len = 0x80000000u; break;
         case 3: dma_len = 0xFFFFFFFFu; break;
-        case 4: dma_len = 4096; break;
-        default: dma_len = in.u16(); break;
+        case 4: dma_len = in.u16(); break;
+        default: dma_len = plen; break;  // the common valid case: the payload's length
         }
         const uint64_t va = lsel & 0x08 ? in.u64() : r.mr.addr() + uint64_t(int8_t(off)) * 8 + (lsel & 0x10 ? 1 : 0);
         const uint32_t rkey = lsel & 0x20 ? in.u32() : r.mr.rkey();
@@ -455,12 +465,6 @@ struct Bench {
         h.deth.src_qp = kPeerQpn;
         h.imm = 0xFEEDu;
         h.ieth_rkey = lsel & 0x80 ? in.u32() : r.mr.rkey();
-        uint32_t plen = 0;
-        if (oi.payload) {
-            const uint8_t ps = in.u8();
-            plen = ps & 0x80 ? uint32_t(ps & 0x7F) : uint32_t(ps) * 16;  // up to 2032: above the MTU too
-            if ((ps & 0xC0) == 0x40) plen = 1024;
-        }
         static uint8_t payload[2048];
         for (uint32_t i = 0; i < plen; ++i) payload[i] = uint8_t(i ^ opcode);
         static uint8_t out[2200];
@@ -520,7 +524,10 @@ struct Bench {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     for (int i = 0; i < 256; ++i)
-        if (pkt::opcode_info(uint8_t(i)).valid()) g_opcodes.push_back(uint8_t(i));
+        if (const pkt::OpcodeInfo& oi = pkt::opcode_info(uint8_t(i)); oi.valid()) {
+            g_opcodes.push_back(uint8_t(i));
+            if (uint8_t(oi.transport) < 3) g_by_type[uint8_t(oi.transport)].push_back(uint8_t(i));
+        }
     return 0;
 }
 

@@ -76,6 +76,24 @@ def receive_seeds(frames):
     return seeds
 
 
+def built(qp, os_, region=2, ps=0x90, ctl=0x04):
+    """A 'built' record (fuzz_receive.cpp Bench::built): PSN delta 0, offset 0, DMA length = the
+    payload's, the MR's own R_Key, zero AtomicETH and AETH."""
+    return bytes([2, qp, ctl, os_, 0, 0, region, 0, 0x05, ps]) + bytes(16) + bytes(3)
+
+
+def receive_built_seeds():
+    seeds = []
+    send = bytes([4, 3, 2, 0x00, 0x40, 0x00])  # a posted SEND on the RC RTS QP
+    for qp in (2, 3, 4, 9, 15, 18):  # RC RTR, RTS, SQD; UC RTS; UD RTS; RC on the SRQ
+        for os_ in range(32):  # each opcode of the QP's transport (index modulo their count)
+            seeds.append(send + built(qp, os_, region=os_ % 6) + bytes([5, 0x20, 5, 0x80]))
+    # Multi-packet messages: First, Middle, Last of 1024, 1024 and 16 bytes (RC and UC SEND, WRITE).
+    for qp, first in ((3, 0), (3, 6), (9, 0), (9, 6)):
+        seeds.append(built(qp, first, ps=0x40) + built(qp, first + 1, ps=0x40) + built(qp, first + 2) + bytes([5, 0x20]))
+    return seeds
+
+
 def ctl_seeds():
     """Requests: tag 0, op, body, handle mask, handle indices."""
     def req(op, body=b'', subst=()):
@@ -130,6 +148,8 @@ def main():
             seeds += receive_seeds(frames)[:40]
     if a.target == 'fuzz_ctl':
         seeds += ctl_seeds()
+    if a.target == 'fuzz_receive':
+        seeds += receive_built_seeds()
     seen = set()
     for s in seeds:
         h = hashlib.sha1(s).hexdigest()
