@@ -89,11 +89,13 @@ for t in "${targets[@]}"; do
     dirs=("$work/corpus" "$work/seeds")
     [ -d "$src/tests/fuzz/seeds/$t" ] && dirs+=("$src/tests/fuzz/seeds/$t")
     [ -d "$regs" ] && dirs+=("$regs")
-    before=$(ls "$work/artifacts" | wc -l)
+    # Findings: crash-, leak-, timeout- and oom- files (slow-unit- ones are reported, not failures).
+    findings() { ls "$work/artifacts" | grep -cE '^(crash|leak|timeout|oom)-'; }
+    before=$(findings)
     nice -n 10 "$exe" $(opts_for "$t") -timeout=20 -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
         "${limit[@]}" "${dirs[@]}" >"$work/run.log" 2>&1
     rc=$?
-    after=$(ls "$work/artifacts" | wc -l)
+    after=$(findings)
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/run.log" | tail -1)
     eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/run.log" | tail -1)
     last=$(grep -E '^#[0-9]+' "$work/run.log" | tail -1)
@@ -102,6 +104,8 @@ for t in "${targets[@]}"; do
     corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
     new=$((after - before))
     printf '%-13s %12s %8s %7s %7s %7s %8s\n' "$t" "${execs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$new"
+    slow=$(ls "$work/artifacts" | grep -c '^slow-unit-')
+    [ "$slow" -gt 0 ] && echo "fuzz.sh: $t: $slow slow input(s) (over 10 s once) in $work/artifacts" >&2
     if [ $rc -ne 0 ] || [ $new -gt 0 ]; then
         crashed=1
         echo "fuzz.sh: $t exited $rc; artifacts in $work/artifacts; log $work/run.log" >&2
