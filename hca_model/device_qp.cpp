@@ -182,9 +182,9 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
         for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->recv_sges(n), q->rq.at(n).num_sge);
         q->sq.clear();
         q->rq.clear();
-        const QpCap cap = x.cap;
+        const QpCap kept = x.cap;  // not `cap`: clang -Wshadow (qp_attr::cap is in scope)
         x = QpAttr{};
-        x.cap = cap;
+        x.cap = kept;
     } else if (next == QpState::err && cur != QpState::err) {
         if (listener_) listener_->qp_error(*q);
         flush(q);

@@ -9,6 +9,7 @@ PKGS=(
   dpdk-dev                           # poll-mode drivers (dpdk_port/)
   libboost-dev                       # Boost.Asio (out-of-band TCP, control plane)
   catch2                             # unit tests (Catch2 v2)
+  clang libclang-rt-14-dev           # fuzz targets (tests/fuzz): clang 14's libFuzzer and sanitizers
   tshark python3-scapy               # independent decoders for cross-checks
   qemu-system-x86 busybox-static cpio kmod iproute2 tcpdump   # interop: the rxe guest (scripts/interop)
   ibverbs-utils ibverbs-providers perftest                    # interop: the guest's rdma-core tools

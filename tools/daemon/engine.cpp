@@ -166,23 +166,28 @@ void Engine::submit(std::function<void()> fn) {
     pending_.store(true, std::memory_order_release);
 }
 
+size_t Engine::turn() {
+    // The doorbells before the port: a receive a client posted before a SEND reached us is in
+    // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
+    // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
+    // in during that delay. And again after it, before the CQEs: each ring's cons must cover
+    // the WQEs whose completions the client is about to see (it posts into the slots they
+    // free at once: a tx depth of 1 found its SQ ring full).
+    size_t work = 0;
+    turn_rings(work);
+    work += att_.poll();
+    turn_rings(work);
+    move_cqes(work);
+    route_events();
+    if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
+    return work;
+}
+
 void Engine::run() {
     std::vector<std::function<void()>> batch;
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_acquire)) {
-        // The doorbells before the port: a receive a client posted before a SEND reached us is in
-        // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
-        // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
-        // in during that delay. And again after it, before the CQEs: each ring's cons must cover
-        // the WQEs whose completions the client is about to see (it posts into the slots they
-        // free at once: a tx depth of 1 found its SQ ring full).
-        size_t work = 0;
-        turn_rings(work);
-        work += att_.poll();
-        turn_rings(work);
-        move_cqes(work);
-        route_events();
-        if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
+        size_t work = turn();
         // The command queue: one relaxed load per turn while nothing is queued.
         if (pending_.load(std::memory_order_relaxed)) {
             {
@@ -1146,7 +1151,9 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         };
         auto want = [&] { return idx++ >= r.start && rep->n < ctl::kResPerPage; };
         auto keep = [&](const ResBuilder& rb) { rep->o[rep->n++] = rb.o; };
-        for (auto& [id, cl] : clients_) {
+        for (auto& kv : clients_) {  // not a structured binding: clang 14 cannot capture one
+            const uint32_t id = kv.first;
+            Client* cl = kv.second.get();
             auto base = [&] {
                 ResBuilder rb;
                 rb.o.client = id;

@@ -94,6 +94,9 @@ public:
     void submit(std::function<void()> fn);
     // The loop; returns after stop(), every client's objects destroyed.
     void run();
+    // One turn of run() without the command queue: the engine loop, the doorbells, the CQ rings,
+    // the events. Returns the work done (0 when idle). The fuzz target drives the engine with it.
+    size_t turn();
     void stop() { stop_.store(true, std::memory_order_release); }
 
     // ---- data thread only (called from the closures) ----
