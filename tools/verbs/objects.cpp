@@ -149,18 +149,16 @@ void to_send_wr(const ibv_qp& qp, const ibv_send_wr& wr, SendWr& s) {
     }
 }
 
-// One WR at a time: on an error *bad_wr is the caller's own WR, as libibverbs reports it.
-int qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    auto* w = wrap_of<QpW>(qp);
-    Node& n = node_of(qp->context);
+// Posts a WR list one WR at a time under the node's lock, then wakes the engine. On an error
+// *bad_wr is the caller's own WR, as libibverbs reports it. `post(wr)` converts and posts one.
+template <class Wr, class Post>
+int post_list(ibv_context* ctx, Wr* wr, Wr** bad_wr, Post&& post) {
+    Node& n = node_of(ctx);
     int err = 0;
     {
         const std::lock_guard g(n.mu);
         for (; wr; wr = wr->next) {
-            SendWr s;
-            to_send_wr(*qp, *wr, s);
-            const SendWr* bad = nullptr;
-            const Status st = w->api->post_send(&s, &bad);
+            const Status st = post(*wr);
             if (st != Status::ok) {
                 *bad_wr = wr;
                 err = set_errno(st);
@@ -170,48 +168,34 @@ int qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     n.wake();
     return err;
+}
+
+int qp_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    auto* w = wrap_of<QpW>(qp);
+    return post_list(qp->context, wr, bad_wr, [&](const ibv_send_wr& x) {
+        SendWr s;
+        to_send_wr(*qp, x, s);
+        const SendWr* bad = nullptr;
+        return w->api->post_send(&s, &bad);
+    });
 }
 
 int qp_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     auto* w = wrap_of<QpW>(qp);
-    Node& n = node_of(qp->context);
-    int err = 0;
-    {
-        const std::lock_guard g(n.mu);
-        for (; wr; wr = wr->next) {
-            const RecvWr r{wr->wr_id, nullptr, sges(wr->sg_list), wr->num_sge};
-            const RecvWr* bad = nullptr;
-            const Status st = w->api->post_recv(&r, &bad);
-            if (st != Status::ok) {
-                *bad_wr = wr;
-                err = set_errno(st);
-                break;
-            }
-        }
-    }
-    n.wake();
-    return err;
+    return post_list(qp->context, wr, bad_wr, [&](const ibv_recv_wr& x) {
+        const RecvWr r{x.wr_id, nullptr, sges(x.sg_list), x.num_sge};
+        const RecvWr* bad = nullptr;
+        return w->api->post_recv(&r, &bad);
+    });
 }
 
 int srq_post_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     auto* w = wrap_of<SrqW>(srq);
-    Node& n = node_of(srq->context);
-    int err = 0;
-    {
-        const std::lock_guard g(n.mu);
-        for (; wr; wr = wr->next) {
-            const RecvWr r{wr->wr_id, nullptr, sges(wr->sg_list), wr->num_sge};
-            const RecvWr* bad = nullptr;
-            const Status st = w->api->post_recv(&r, &bad);
-            if (st != Status::ok) {
-                *bad_wr = wr;
-                err = set_errno(st);
-                break;
-            }
-        }
-    }
-    n.wake();
-    return err;
+    return post_list(srq->context, wr, bad_wr, [&](const ibv_recv_wr& x) {
+        const RecvWr r{x.wr_id, nullptr, sges(x.sg_list), x.num_sge};
+        const RecvWr* bad = nullptr;
+        return w->api->post_recv(&r, &bad);
+    });
 }
 
 ibv_qp* ctx_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
