@@ -27,6 +27,7 @@ pkt::Ip6 load_ip6(const uint8_t* p) {
     return a;
 }
 bool is_multicast(const pkt::Mac& m) { return m[0] & 1; }
+bool is_link_local(const pkt::Ip6& a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }  // RFC 4291 2.5.6
 
 uint32_t sum16(const uint8_t* p, uint32_t len, uint32_t s) {
     for (uint32_t i = 0; i + 1 < len; i += 2) s += uint32_t(p[i] << 8 | p[i + 1]);
@@ -170,7 +171,9 @@ void NetPort::not_roce(uint64_t NetStats::* reason) {
     ++st_.rx_dropped_not_roce;
 }
 
-bool NetPort::ours6(const pkt::Ip6& a) const { return cfg_.ip6 && (a == *cfg_.ip6 || a == ll_); }
+// The link-local address is ours with or without --ip's IPv6 address: GID 0 lists it (as Linux
+// lists fe80:: on every RoCE netdev), so peers and our own QPs may use it.
+bool NetPort::ours6(const pkt::Ip6& a) const { return a == ll_ || (cfg_.ip6 && a == *cfg_.ip6); }
 
 // RoCE v2: UDP to port 4791 (IBTA Annex A17) in IPv4 or IPv6, to our MAC and our address. Frames
 // that are not are counted here when they are not ARP/ND either (handle() does those).
@@ -422,7 +425,7 @@ NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
     } else {
         e = &insert(gid);
     }
-    if (pkt::is_ipv4_mapped(gid) ? !cfg_.ip4 : !cfg_.ip6) {
+    if (pkt::is_ipv4_mapped(gid) ? !cfg_.ip4 : !cfg_.ip6 && !is_link_local(gid)) {
         ++st_.resolve_no_address;
         e->state = NeighborState::failed;
         e->due_ns = now + cfg_.retry_ns;
@@ -528,7 +531,7 @@ bool NetPort::send_nd(uint8_t type, uint8_t flags, const pkt::Ip6& src, const pk
 // RFC 4861 4.3: to the solicited-node multicast address, from the address of the target's scope.
 bool NetPort::send_ns(const pkt::Ip6& target) {
     const pkt::Ip6 dst = solicited_node(target);
-    const pkt::Ip6 src = (target[0] == 0xfe && (target[1] & 0xc0) == 0x80) ? ll_ : *cfg_.ip6;
+    const pkt::Ip6 src = is_link_local(target) ? ll_ : *cfg_.ip6;
     return send_nd(kNs, 0, src, dst, multicast_mac(dst), target);
 }
 

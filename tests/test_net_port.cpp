@@ -52,9 +52,10 @@ NetConfig net_config() {
 
 // End 0 behind a NetPort, end 1 driven raw by the test.
 struct Bench {
+    explicit Bench(const NetConfig& nc = net_config()) : net{wire.end(0), clock, nc} {}
     VirtualClock clock;
     MemWire wire{wire_config(), clock};
-    NetPort net{wire.end(0), clock, net_config()};
+    NetPort net;
     Port& peer = wire.end(1);
 
     void peer_send(const Bytes& b) {
@@ -286,6 +287,35 @@ TEST_CASE("IPv6 NS for our link-local address is answered from it") {
     const auto got = b.peer_recv();
     REQUIRE(got.size() == 1);
     CHECK(got[0] == nd(kMacB, kMacA, ll, ll_b, 136, 0x60, ll, &kMacA));
+}
+
+TEST_CASE("an IPv4-only port still owns its link-local GID: loopback, NS answered, peers' link-local resolved") {
+    NetConfig nc;
+    nc.ip4 = kIpA;  // no IPv6 address; GID 0 is still fe80::EUI-64, which rdma-core's tests use
+    Bench b(nc);
+    const pkt::Ip6 ll = link_local_of(kMacA), ll_b = link_local_of(kMacB);
+    pkt::Mac m{};
+    CHECK(b.net.resolve(ll, m) == NeighborState::reachable);
+    CHECK(m == kMacA);
+    CHECK(b.peer_recv().empty());
+    const pkt::Ip6 sn = solicited_node(ll);
+    b.peer_send(nd(multicast_mac(sn), kMacB, ll_b, sn, 135, 0, ll, &kMacB));
+    CHECK(b.net_recv().empty());
+    auto got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(kMacB, kMacA, ll, ll_b, 136, 0x60, ll, &kMacA));
+    // The NS taught us B; a third link-local address is asked for from ours.
+    CHECK(b.net.resolve(ll_b, m) == NeighborState::reachable);
+    const pkt::Ip6 ll_c = link_local_of(pkt::Mac{0x02, 0, 0, 0, 0, 0x0c});
+    CHECK(b.net.resolve(ll_c, m) == NeighborState::resolving);
+    CHECK(b.net.net_stats().nd_tx_ns == 1);
+    CHECK(b.net.net_stats().tx_no_buffer == 0);
+    got = b.peer_recv();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == nd(multicast_mac(solicited_node(ll_c)), kMacA, ll, solicited_node(ll_c), 135, 0, ll_c, &kMacA));
+    // A global IPv6 peer still needs an own global address.
+    CHECK(b.net.resolve(kIp6B, m) == NeighborState::failed);
+    CHECK(b.net.net_stats().resolve_no_address == 1);
 }
 
 TEST_CASE("resolve() of an IPv6 GID sends a byte-exact NS; the NA makes it reachable") {

@@ -262,7 +262,7 @@ namespace {
 // unspecified and loopback; RFC 1122 3.2.1.3 for IPv4; RFC 5771 IPv4 multicast).
 std::string unreachable_reason(const pkt::Ip6& peer, const IpPrefix& own) {
     const bool v4 = pkt::is_ipv4_mapped(peer);
-    if (peer == own.gid) return "it is this HCA's own address";
+    if (peer == own.gid) return "";  // loopback, as a real HCA's (the port loops it back)
     if (v4) {
         const uint32_t a = pkt::ipv4_of_mapped(peer);
         if (a == 0 || a == 0xFFFFFFFFu || (a >> 28) == 0xE || (a >> 24) == 127) return "it is not a unicast address";
@@ -270,7 +270,8 @@ std::string unreachable_reason(const pkt::Ip6& peer, const IpPrefix& own) {
     } else {
         static constexpr pkt::Ip6 kLoopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
         if (peer == pkt::Ip6{} || peer[0] == 0xFF || peer == kLoopback) return "it is not a unicast address";
-        if (own.v4) return "this HCA has no IPv6 address (--ip is IPv4)";
+        const bool link_local = peer[0] == 0xfe && (peer[1] & 0xc0) == 0x80;  // RFC 4291 2.5.6: fe80::/10
+        if (own.v4 && !link_local) return "this HCA has no IPv6 address (--ip is IPv4)";
     }
     return "";
 }
