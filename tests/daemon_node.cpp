@@ -1,4 +1,4 @@
-// One client of hcaemud, through libhcaemu's API only (tools/lib/api.hpp); check_daemon.py starts
+// One client of hcaemud, through libhcaemu's API only (tools/libhcaemu/api.hpp); check_daemon.py starts
 // several of them against one daemon. Clients exchange QPN, PSN, GID, addresses and keys through
 // small files in a shared directory (written whole, then renamed into place). Every wait has a
 // deadline. Exit 0 after the last check, 1 with a "FAIL:" line on the first wrong byte, status or
@@ -38,7 +38,7 @@
 #include <string>
 #include <thread>
 
-#include "tools/lib/api.hpp"
+#include "tools/libhcaemu/api.hpp"
 
 using namespace hcaemu;
 using Clock = std::chrono::steady_clock;
@@ -271,7 +271,7 @@ int run_pair(const std::string& sock, const std::string& dir, char role) {
     n.psn = 0x100 * me;
     setup(n, sock, lay::size, 0xC0 + me, true);
     uint8_t* m = n.buf.data;
-    // Memory not from alloc_buffer (.bss here) is made shared in place (tools/lib/remap.hpp); a
+    // Memory not from alloc_buffer (.bss here) is made shared in place (tools/libhcaemu/remap.hpp); a
     // range running from an alloc_buffer mapping into other memory is refused before any request.
     static uint8_t plain[64];
     auto pm = n.ctx->reg_mr(*n.pd, plain, sizeof(plain), access::local_write);

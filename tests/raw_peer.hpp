@@ -11,7 +11,7 @@
 #include "packet/bytes.hpp"
 #include "packet/icrc.hpp"
 #include "packet/parse.hpp"
-#include "tools/sim_pair.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
 
 namespace hcaemu::test {
 

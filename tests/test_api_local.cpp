@@ -1,4 +1,4 @@
-// libhcaemu in-process (tools/lib/local.cpp): open_device's specs, and two api::Contexts over
+// libhcaemu in-process (tools/libhcaemu/local.cpp): open_device's specs, and two api::Contexts over
 // DPDK's net_ring pair in this process doing RC SEND and WRITE through the API only: buffers,
 // objects, completion events, res_list and read_stats checked against the device's own state.
 #include <unistd.h>
@@ -11,8 +11,8 @@
 
 #include "dpdk_port/dpdk.hpp"
 #include "dpdk_port/net_port.hpp"
-#include "tools/attach.hpp"
-#include "tools/lib/api.hpp"
+#include "tools/attach/attach.hpp"
+#include "tools/libhcaemu/api.hpp"
 
 using namespace hcaemu;
 

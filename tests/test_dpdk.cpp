@@ -21,7 +21,7 @@ extern "C" {
 
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/dpdk.hpp"
-#include "tools/sim_pair.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
 #include "transport/hca.hpp"
 
 using namespace hcaemu;

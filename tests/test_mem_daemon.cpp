@@ -1,4 +1,4 @@
-// Registering a program's own memory with hcaemud (tools/lib/remap.hpp, docs/memory.md): malloc
+// Registering a program's own memory with hcaemud (tools/libhcaemu/remap.hpp, docs/memory.md): malloc
 // (small and large), memalign, mmap, the stack, .bss, read-only pages, a sealed memfd, huge pages;
 // refused kinds with their reasons; overlapping registrations, dereg and re-registration; fork.
 // Every kind is proven with real RC WRITE and READ through one daemon (hcaemud on net_ring0, two
@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "tools/lib/api.hpp"
-#include "tools/lib/remap.hpp"
+#include "tools/libhcaemu/api.hpp"
+#include "tools/libhcaemu/remap.hpp"
 
 using namespace hcaemu;
 using Clock = std::chrono::steady_clock;

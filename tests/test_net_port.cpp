@@ -19,7 +19,7 @@
 #include "packet/bytes.hpp"
 #include "packet/headers.hpp"
 #include "packet/parse.hpp"
-#include "tools/sim_pair.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
 #include "transport/hca.hpp"
 
 using namespace hcaemu;

@@ -13,8 +13,8 @@
 
 #include "dpdk_port/pcap_file.hpp"
 #include "packet/bytes.hpp"
-#include "tools/oob.hpp"
-#include "tools/perf.hpp"
+#include "tools/hcaemu/oob.hpp"
+#include "tools/hcaemu/perf.hpp"
 
 using namespace hcaemu::tools::oob;
 

@@ -1,4 +1,4 @@
-// OobConn (tools/oob_tcp.*) against hostile or odd peers on loopback: nobody connects, a peer that
+// OobConn (tools/hcaemu/oob_tcp.*) against hostile or odd peers on loopback: nobody connects, a peer that
 // connects and never writes, one that writes half a message and stalls, one that closes early,
 // nobody listening. Each wait ends at its deadline with a message saying which of these happened;
 // the idle hook runs while waiting. The peers are plain POSIX sockets in a thread.
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
-#include "tools/oob_tcp.hpp"
+#include "tools/hcaemu/oob_tcp.hpp"
 
 using hcaemu::tools::OobConn;
 

@@ -9,7 +9,7 @@
 #include "packet/bytes.hpp"
 #include "packet/icrc.hpp"
 #include "packet/parse.hpp"
-#include "tools/samples.hpp"
+#include "tools/hcaemu/samples.hpp"
 
 using namespace hcaemu::pkt;
 

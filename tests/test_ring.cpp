@@ -1,4 +1,4 @@
-// libhcaemu's side of the shared-memory rings (tools/lib/ring.*), with the test playing the
+// libhcaemu's side of the shared-memory rings (tools/libhcaemu/ring.*), with the test playing the
 // daemon: ring headers checked at attach, WQEs written byte for byte, the doorbell (prod) and the
 // free slots (cons), verbs' synchronous checks with *bad_wr, CQEs taken and converted.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hca_model/device.hpp"
-#include "tools/lib/ring.hpp"
+#include "tools/libhcaemu/ring.hpp"
 
 using namespace hcaemu;
 

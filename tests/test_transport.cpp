@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "packet/parse.hpp"
-#include "tools/sim_pair.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
 #include "transport/psn.hpp"
 
 using namespace hcaemu;

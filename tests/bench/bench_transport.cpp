@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tools/sim_pair.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
 
 using namespace hcaemu;
 using Clock = std::chrono::steady_clock;

@@ -1,5 +1,5 @@
-// libFuzzer target: hcaemud's control protocol (Engine::request, tools/lib/PROTOCOL.md) and the
-// shared-memory rings (tools/lib/shm.hpp) a client writes, with a device behind them: the engine
+// libFuzzer target: hcaemud's control protocol (Engine::request, tools/libhcaemu/PROTOCOL.md) and the
+// shared-memory rings (tools/libhcaemu/shm.hpp) a client writes, with a device behind them: the engine
 // of a real daemon (DPDK's net_ring port, as hcaemud's default; started once), without its socket.
 //
 // Each input is one client's life: hello, then records (see LLVMFuzzerTestOneInput):
@@ -28,10 +28,10 @@
 #include <memory>
 #include <vector>
 
-#include "tools/attach.hpp"
-#include "tools/daemon/engine.hpp"
-#include "tools/lib/proto.hpp"
-#include "tools/lib/shm.hpp"
+#include "tools/attach/attach.hpp"
+#include "tools/hcaemud/engine.hpp"
+#include "tools/libhcaemu/proto.hpp"
+#include "tools/libhcaemu/shm.hpp"
 
 using namespace hcaemu;
 

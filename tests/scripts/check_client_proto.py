@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""libhcaemu's protocol client (tools/lib/client.cpp) against a fake hcaemud written here from
+"""libhcaemu's protocol client (tools/libhcaemu/client.cpp) against a fake hcaemud written here from
 proto.hpp's layouts: a daemon that hangs up, one that never answers, one that sends stray and
 malformed messages before each reply, and paged read_counters/res_list replies. The client is
 `daemon_node res SOCK`: it opens the device, lists every object and prints every counter.

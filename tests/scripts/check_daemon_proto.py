@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hcaemud's control protocol from a raw client (tools/lib/PROTOCOL.md, tools/lib/proto.hpp):
+"""hcaemud's control protocol from a raw client (tools/libhcaemu/PROTOCOL.md, tools/libhcaemu/proto.hpp):
 exact replies of the simple ops, a QP to RTS, fuzzing (random bytes, truncations, bad lengths,
 magic, version, ops, hello order, fds), foreign handles refused, hostile rings, the daemon's
 counters, cleanup on disconnect, SIGTERM, start-up errors; then, on a daemon of its own: clients

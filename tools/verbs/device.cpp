@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tools/attach.hpp"
+#include "tools/attach/attach.hpp"
 #include "tools/verbs/verbs.hpp"
 
 #undef ibv_get_device_list

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tools/lib/api.hpp"
+#include "tools/libhcaemu/api.hpp"
 
 // libibverbs exports that the installed headers do not declare (rdma-core's marshall.h and
 // driver.h, the fork range calls, the sysfs helpers).

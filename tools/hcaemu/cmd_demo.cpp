@@ -1,0 +1,568 @@
+// hcaemu demo: two hcaemu HCAs, A and B, on the embedded link (DPDK's net_ring pair, in this
+// process) perform SEND, RDMA WRITE, RDMA READ, CmpSwap and FetchAdd one after the other. Every
+// step is told in plain words from the engines' trace events (post, WQE fetched, DMA, packets
+// with their PSNs, ACK, CQE), the data is verified, and every frame goes to a pcap file.
+// `--samples` writes the older teaching capture instead: one frame of every opcode, dissected.
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpdk_port/clock.hpp"
+#include "dpdk_port/dpdk.hpp"
+#include "dpdk_port/pcap_file.hpp"
+#include "packet/dissect.hpp"
+#include "packet/parse.hpp"
+#include "tools/hcaemu/cli.hpp"
+#include "tools/hcaemu/samples.hpp"
+#include "tools/hcaemu/sim_pair.hpp"
+#include "tools/hcaemu/stop.hpp"
+#include "transport/hca.hpp"
+
+namespace hcaemu::tools {
+
+namespace {
+
+constexpr const char* kHelp =
+    "usage: hcaemu demo [--pcap FILE] [--size N] [--quiet]\n"
+    "       hcaemu demo --samples [--pcap FILE] [--brief | --json | --quiet]\n"
+    "\n"
+    "Two hcaemu HCAs, A (198.18.0.1) and B (198.18.0.2), joined by DPDK's net_ring pair in this\n"
+    "process (no NIC needed), each with one RC QP. A performs, one after the other, a SEND, an\n"
+    "RDMA WRITE, an RDMA READ, an atomic Compare & Swap and an atomic Fetch & Add on B. Every step\n"
+    "is told as it happens: the work request posted, the WQE fetched, each DMA read and write,\n"
+    "each packet with its PSN, the ACK, the CQE. Then the data (and the atomics' returned values)\n"
+    "are compared byte for byte; exit 1 on any difference. Every frame is written to a pcap file:\n"
+    "read it with `hcaemu dissect` or Wireshark. A's first PSN is 0x000100, the path MTU 1024.\n"
+    "\n"
+    "options:\n"
+    "  --pcap FILE   where to write the capture (default: hcaemu-demo.pcap)\n"
+    "  --size N      bytes of the SEND, WRITE and READ, 0 to 1048576 (default: a 64-byte SEND,\n"
+    "                3000-byte WRITE and READ, three packets each)\n"
+    "  --quiet       no step-by-step story: the checks and the summary only\n"
+    "  --samples     instead: one made-up frame of every opcode hcaemu knows (RC, UC, UD, CNP;\n"
+    "                IPv4, IPv6, 802.1Q), written to the pcap file, read back and dissected\n"
+    "  --brief       (--samples) one line per frame\n"
+    "  --json        (--samples) one JSON object per frame\n"
+    "  -h, --help    this text\n";
+
+constexpr uint32_t kMaxSize = 1u << 20;
+constexpr uint32_t kFirstPsn[2] = {0x100, 0x200};  // A's and B's first send PSNs: fixed, so the story is too
+
+// ---- --samples: the older capture of one frame per opcode
+
+int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool quiet) {
+    const auto frames = sample_frames();
+    {
+        port::PcapWriter w(file);
+        if (!w.ok()) {
+            std::fprintf(stderr, "hcaemu demo: %s\n", w.error().c_str());
+            return kExitUsage;
+        }
+        uint64_t ts = 1'700'000'000'000'000'000ull;
+        for (const auto& f : frames) w.write(f.bytes, ts += 1000);
+    }
+    if (quiet) {
+        std::printf("wrote %zu frames to %s\n", frames.size(), file.c_str());
+        return kExitOk;
+    }
+
+    // Read back what was written, so that the demo shows the file, not the builder's memory.
+    port::PcapReader rd(file);
+    if (!rd.ok()) {
+        std::fprintf(stderr, "hcaemu demo: %s\n", rd.error().c_str());
+        return kExitFail;
+    }
+    pkt::DissectSummary sum;
+    port::PcapFrame fr;
+    std::string out;
+    uint64_t idx = 0;
+    uint64_t t0 = 0;
+    while (rd.next(fr)) {
+        if (idx == 0) t0 = fr.ts_ns;
+        out.clear();
+        if (opt.format == pkt::DissectFormat::full && idx < frames.size())
+            out += "# " + frames[idx].what + "\n";
+        ++idx;
+        pkt::Packet p;
+        const pkt::ParseError e = pkt::parse(fr.data, p);
+        pkt::dissect(out, p, e, fr.data.size(), idx, double(fr.ts_ns - t0) * 1e-9, opt);
+        sum.add(p, e);
+        if (opt.format == pkt::DissectFormat::full) out += '\n';
+        std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    out.clear();
+    sum.print(out, opt.format);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (opt.format != pkt::DissectFormat::json)
+        std::printf("\nwrote %zu frames to %s; read them back: %llu frames, %llu with a good ICRC\n",
+                    frames.size(), file.c_str(), static_cast<unsigned long long>(sum.frames),
+                    static_cast<unsigned long long>(sum.roce));
+    return sum.frames == frames.size() && sum.roce == frames.size() ? kExitOk : kExitFail;
+}
+
+// ---- the run on the embedded link
+
+// Tells the trace events of both HCAs as sentences and writes every frame sent to the pcap.
+struct Narrator {
+    port::PcapWriter* pcap = nullptr;
+    bool quiet = false;
+    uint64_t frames = 0;
+    uint64_t bad_frames = 0;   // frames that did not parse (none expected on this link)
+
+    void say(const std::string& s) {
+        if (!quiet) std::printf("%s\n", s.c_str());
+    }
+};
+
+struct SideCtx {
+    Narrator* n;
+    int side;
+};
+
+const char* side_name(int s) { return s ? "B" : "A"; }
+
+std::string hex(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%" PRIx64, v);
+    return b;
+}
+
+std::string psn_str(uint32_t psn) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0x%06x", psn);
+    return b;
+}
+
+const char* aeth_name(pkt::AethType t) {
+    switch (t) {
+    case pkt::AethType::ack: return "ACK";
+    case pkt::AethType::rnr_nak: return "RNR NAK";
+    case pkt::AethType::nak: return "NAK";
+    default: return "reserved";
+    }
+}
+
+// One line for a frame on the wire: who sends it, the opcode, the PSN and the fields that matter.
+std::string frame_line(int side, const uint8_t* f, uint32_t len, bool& parsed) {
+    std::string s = std::string(side_name(side)) + " -> " + side_name(1 - side) + ": ";
+    pkt::Packet p;
+    const pkt::ParseError e = pkt::parse({f, len}, p);
+    parsed = e == pkt::ParseError::ok;
+    if (!parsed) return s + "a frame that does not parse (" + pkt::name(e) + ")";
+    const pkt::OpcodeInfo& oi = *p.op;
+    s += oi.name;
+    s += "  PSN " + psn_str(p.h.bth.psn);
+    s += "  DestQP " + psn_str(p.h.bth.dest_qp);
+    if (p.h.bth.ack_req) s += "  AckReq";
+    if (oi.has(pkt::Ext::reth))
+        s += "  RETH VA " + hex(p.h.reth.va) + " R_Key " + hex(p.h.reth.rkey) + " length " + std::to_string(p.h.reth.dma_len);
+    if (oi.has(pkt::Ext::atomic_eth)) {
+        s += "  AtomicETH VA " + hex(p.h.atomic.va) + " R_Key " + hex(p.h.atomic.rkey);
+        if (oi.kind == pkt::Kind::cmp_swap)
+            s += " compare " + hex(p.h.atomic.compare) + " swap " + hex(p.h.atomic.swap_add);
+        else
+            s += " add " + hex(p.h.atomic.swap_add);
+    }
+    if (oi.has(pkt::Ext::aeth)) {
+        s += "  AETH ";
+        s += aeth_name(p.h.aeth.type());
+        s += " MSN " + std::to_string(p.h.aeth.msn);
+    }
+    if (oi.has(pkt::Ext::atomic_ack_eth)) s += "  original value " + hex(p.h.atomic_ack.orig);
+    if (oi.payload) s += "  " + std::to_string(p.payload_len) + " B payload";
+    return s;
+}
+
+void on_event(void* ctx, const transport::TraceEvent& ev) {
+    auto* sc = static_cast<SideCtx*>(ctx);
+    Narrator& n = *sc->n;
+    const std::string me = side_name(sc->side);
+    const char* key_kind = ev.remote ? "R_Key" : "L_Key";
+    using transport::TraceKind;
+    switch (ev.kind) {
+    case TraceKind::tx: {
+        const uint64_t ts = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+        n.pcap->write({ev.frame, ev.len}, ts);
+        ++n.frames;
+        bool parsed = false;
+        n.say(frame_line(sc->side, ev.frame, ev.len, parsed));
+        if (!parsed) ++n.bad_frames;
+        return;
+    }
+    case TraceKind::rx: return;  // the sender's line shows the frame
+    case TraceKind::rx_error:
+        n.say(me + ": dropped a received frame: " + pkt::name(ev.error));
+        return;
+    case TraceKind::wqe_fetched: {
+        const SendWqe& w = *ev.wqe;
+        std::string s = me + ": WQE fetched from the send queue (QP " + psn_str(ev.qpn) + ", wr_id=" +
+                        std::to_string(w.wr_id) + ", " + name(w.opcode) + ", " + std::to_string(w.length) + " bytes): ";
+        if (w.opcode == WrOpcode::rdma_read)
+            s += "1 request packet at PSN " + psn_str(ev.psn) + ", its " + std::to_string(ev.count) +
+                 " response packet(s) take PSNs " + psn_str(ev.psn) + " to " + psn_str((ev.psn + ev.count - 1) & 0xFFFFFF);
+        else
+            s += std::to_string(ev.count) + " packet(s) from PSN " + psn_str(ev.psn);
+        n.say(s);
+        return;
+    }
+    case TraceKind::recv_wqe_taken:
+        n.say(me + ": receive WQE wr_id=" + std::to_string(ev.wr_id) + " taken from the receive queue (QP " +
+              psn_str(ev.qpn) + ") for the message at PSN " + psn_str(ev.psn));
+        return;
+    case TraceKind::dma_read:
+        n.say(me + ": DMA read " + std::to_string(ev.bytes) + " bytes at " + hex(ev.addr) + " (" + key_kind + " " +
+              hex(ev.key) + ") for the packet with PSN " + psn_str(ev.psn));
+        return;
+    case TraceKind::dma_write:
+        if (ev.count == 1)
+            n.say(me + ": DMA write 8 bytes at " + hex(ev.addr) + " (" + key_kind + " " + hex(ev.key) +
+                  "): the value the atomic found in B's memory, " + hex(ev.old_value));
+        else
+            n.say(me + ": DMA write " + std::to_string(ev.bytes) + " bytes at " + hex(ev.addr) + " (" + key_kind + " " +
+                  hex(ev.key) + ") from the packet with PSN " + psn_str(ev.psn));
+        return;
+    case TraceKind::atomic_done:
+        n.say(me + ": atomic executed on the 8 bytes at " + hex(ev.addr) + " (" + key_kind + " " + hex(ev.key) +
+              "): they held " + hex(ev.old_value) + ", now " + hex(ev.new_value));
+        return;
+    case TraceKind::ack_received:
+        n.say(me + ": ACK received for PSN " + psn_str(ev.psn) + " (MSN " + std::to_string(ev.count) +
+              "): every request up to that PSN arrived");
+        return;
+    case TraceKind::cqe:
+        if (ev.wc)
+            n.say(me + ": CQE wr_id=" + std::to_string(ev.wc->wr_id) + " " + name(ev.wc->opcode) + " " +
+                  (ev.wc->status == WcStatus::success ? std::string("success") : std::string(name(ev.wc->status))) +
+                  ", " + std::to_string(ev.wc->byte_len) + " bytes");
+        return;
+    default:
+        n.say(me + ": " + transport::kTraceKindName[size_t(ev.kind)] + " QP " + psn_str(ev.qpn) + " PSN " + psn_str(ev.psn));
+        return;
+    }
+}
+
+struct Op {
+    WrOpcode opcode;
+    uint32_t len;
+    const char* title;
+    const char* what;
+};
+
+class Demo {
+public:
+    Demo(tools::SimPair::Side* s, bool quiet, uint32_t region) : s_(s), quiet_(quiet), region_(region) {}
+
+    // Polls both HCAs until A has `want_a` CQEs and B `want_b`, or 10 s pass, or SIGINT/SIGTERM
+    // came. False on timeout or stop.
+    bool run(size_t want_a, size_t want_b) {
+        wa_.clear();
+        wb_.clear();
+        const auto t0 = std::chrono::steady_clock::now();
+        Wc wc[16];
+        for (uint64_t turn = 0; turn < 200'000'000; ++turn) {
+            s_[0].hca->poll();
+            s_[1].hca->poll();
+            int k;
+            while ((k = s_[0].cq.poll(wc)) > 0) wa_.insert(wa_.end(), wc, wc + k);
+            while ((k = s_[1].cq.poll(wc)) > 0) wb_.insert(wb_.end(), wc, wc + k);
+            if (wa_.size() >= want_a && wb_.size() >= want_b) return wa_.size() == want_a && wb_.size() == want_b;
+            if (stop_requested()) break;
+            if ((turn & 1023) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) break;
+        }
+        return false;
+    }
+
+    uint64_t a(uint32_t r) const { return s_[0].mr.addr() + uint64_t(r) * region_; }
+    uint64_t b(uint32_t r) const { return s_[1].mr.addr() + uint64_t(r) * region_; }
+    uint8_t* amem(uint32_t r) { return s_[0].mem.data() + size_t(r) * region_; }
+    uint8_t* bmem(uint32_t r) { return s_[1].mem.data() + size_t(r) * region_; }
+
+    bool post(const Op& op, uint64_t wr_id, uint64_t laddr, uint64_t raddr, uint64_t cmp_add = 0, uint64_t swap = 0) {
+        Sge sge{laddr, op.len, s_[0].mr.lkey()};
+        SendWr w;
+        w.wr_id = wr_id;
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.opcode = op.opcode;
+        w.send_flags = send_flag::signaled;
+        w.rdma = {raddr, s_[1].mr.rkey()};
+        w.atomic = {raddr, cmp_add, swap, s_[1].mr.rkey()};
+        std::string s = std::string("A: post ") + name(op.opcode) + " wr_id=" + std::to_string(wr_id) + ", " +
+                        std::to_string(op.len) + " bytes " +
+                        (op.opcode == WrOpcode::send || op.opcode == WrOpcode::rdma_write ? "from" : "into") +
+                        " addr " + hex(laddr) + " (L_Key " + hex(s_[0].mr.lkey()) + ")";
+        if (op.opcode != WrOpcode::send) s += ", remote addr " + hex(raddr) + " (R_Key " + hex(s_[1].mr.rkey()) + ")";
+        if (op.opcode == WrOpcode::atomic_cmp_and_swp) s += ", compare " + hex(cmp_add) + " swap " + hex(swap);
+        if (op.opcode == WrOpcode::atomic_fetch_and_add) s += ", add " + hex(cmp_add);
+        say(s);
+        const SendWr* bad = nullptr;
+        const Status st = s_[0].qp.post_send(&w, &bad);
+        if (st != Status::ok) return fail(std::string("post_send refused: ") + name(st));
+        return true;
+    }
+
+    bool post_recv(uint64_t wr_id, uint64_t addr, uint32_t len) {
+        Sge sge{addr, len, s_[1].mr.lkey()};
+        RecvWr r;
+        r.wr_id = wr_id;
+        r.sg_list = &sge;
+        r.num_sge = 1;
+        say("B: post receive wr_id=" + std::to_string(wr_id) + ", room for " + std::to_string(len) + " bytes at " +
+            hex(addr) + " (L_Key " + hex(s_[1].mr.lkey()) + ")");
+        const RecvWr* bad = nullptr;
+        const Status st = s_[1].qp.post_recv(&r, &bad);
+        if (st != Status::ok) return fail(std::string("post_recv refused: ") + name(st));
+        return true;
+    }
+
+    // The CQE A (or B) got must be this one, successful.
+    bool check_cqe(int side, size_t i, uint64_t wr_id, WcOpcode op, uint32_t len) {
+        const std::vector<Wc>& v = side ? wb_ : wa_;
+        if (i >= v.size()) return fail(std::string(side_name(side)) + ": CQE missing");
+        const Wc& w = v[i];
+        if (w.wr_id != wr_id || w.opcode != op || w.status != WcStatus::success || w.byte_len != len)
+            return fail(std::string(side_name(side)) + ": CQE wr_id=" + std::to_string(w.wr_id) + " " + name(w.opcode) +
+                        " " + name(w.status) + " " + std::to_string(w.byte_len) + " bytes, expected wr_id=" +
+                        std::to_string(wr_id) + " " + name(op) + " success " + std::to_string(len) + " bytes");
+        return true;
+    }
+
+    bool check_bytes(const char* what, const uint8_t* got, const uint8_t* want, uint32_t len) {
+        for (uint32_t i = 0; i < len; ++i)
+            if (got[i] != want[i]) {
+                char b[160];
+                std::snprintf(b, sizeof b, "%s: byte %u is 0x%02x, expected 0x%02x", what, i, got[i], want[i]);
+                return fail(b);
+            }
+        std::printf("check: %s: %u bytes identical\n", what, len);
+        return true;
+    }
+
+    bool check_word(const char* what, const uint8_t* at, uint64_t want) {
+        uint64_t got;
+        std::memcpy(&got, at, 8);
+        if (got != want) return fail(std::string(what) + " is " + hex(got) + ", expected " + hex(want));
+        std::printf("check: %s is %s\n", what, hex(want).c_str());
+        return true;
+    }
+
+    void say(const std::string& s) const {
+        if (!quiet_) std::printf("%s\n", s.c_str());
+    }
+    bool fail(const std::string& s) {
+        std::printf("MISMATCH: %s\n", s.c_str());
+        ++failures;
+        return false;
+    }
+
+    int failures = 0;
+
+private:
+    tools::SimPair::Side* s_;
+    bool quiet_;
+    uint32_t region_;
+    std::vector<Wc> wa_, wb_;
+};
+
+void fill(uint8_t* p, uint32_t len, uint32_t seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (uint32_t i = 0; i < len; ++i) {
+        x = x * 1103515245u + 12345u;
+        p[i] = uint8_t(x >> 16);
+    }
+}
+
+int run_link(const std::string& file, int64_t size, bool quiet) {
+    // Each operation may wait up to 10 s for its completions (a lost frame, a stuck engine): a
+    // SIGINT/SIGTERM ends that wait, the capture is flushed and the port closed on the way out.
+    install_stop_handlers();
+    port::PcapWriter pcap(file);
+    if (!pcap.ok()) {
+        std::fprintf(stderr, "hcaemu demo: %s\n", pcap.error().c_str());
+        return kExitUsage;
+    }
+    std::string err;
+    std::vector<std::string> eal = port::default_eal_args();
+    eal.push_back("--no-telemetry");  // no socket, no message: this process only demonstrates
+    if (!port::eal_start(eal, err)) {
+        std::fprintf(stderr, "hcaemu demo: DPDK: %s\n", err.c_str());
+        return kExitFail;
+    }
+    uint16_t pa = 0, pb = 0;
+    if (!port::make_ring_pair("demo", pa, pb, err)) {
+        std::fprintf(stderr, "hcaemu demo: net_ring pair: %s\n", err.c_str());
+        return kExitFail;
+    }
+    std::unique_ptr<port::DpdkPort> ports[2];
+    for (int i = 0; i < 2; ++i) {
+        port::DpdkPortConfig pc;
+        pc.extra_mbufs = 1024;
+        pc.mac = pkt::Mac{0x02, 0, 0, 0x18, 0, uint8_t(i + 1)};
+        ports[i] = port::DpdkPort::open(i ? pb : pa, pc, err);
+        if (!ports[i]) {
+            std::fprintf(stderr, "hcaemu demo: DPDK port: %s\n", err.c_str());
+            return kExitFail;
+        }
+    }
+
+    const uint32_t send_len = size >= 0 ? uint32_t(size) : 64;
+    const uint32_t rw_len = size >= 0 ? uint32_t(size) : 3000;
+    const uint32_t region = (std::max({send_len, rw_len, 64u}) + 4095u) & ~4095u;
+    SimConfig cfg;
+    cfg.mem_bytes = size_t(region) * 4;  // regions: 0 SEND, 1 WRITE, 2 READ, 3 atomics
+    cfg.sq_depth = 16;
+    cfg.rq_depth = 16;
+    cfg.timeout = 18;  // 4.096 us * 2^18 = 1.07 s: on an idle link no retransmission interrupts the story
+    port::SteadyClock clock;
+    SimPair::Side s[2];
+    for (int i = 0; i < 2; ++i) SimPair::build_side(s[i], *ports[i], clock, cfg, i, ports[1 - i]->mac());
+    for (int i = 0; i < 2; ++i)
+        if (!connect_qp(s[i].qp, cfg, s[1 - i].qp.qpn(), s[1 - i].gid, kFirstPsn[i], kFirstPsn[1 - i])) {
+            std::fprintf(stderr, "hcaemu demo: could not bring QP %u to RTS\n", s[i].qp.qpn());
+            return kExitFail;
+        }
+    Narrator nar;
+    nar.pcap = &pcap;
+    nar.quiet = quiet;
+    SideCtx ctx[2] = {{&nar, 0}, {&nar, 1}};
+    for (int i = 0; i < 2; ++i) s[i].hca->set_trace(on_event, &ctx[i]);
+
+    Demo d(s, quiet, region);
+    if (!quiet) {
+        std::printf("Two HCAs on DPDK's net_ring pair (the embedded link, in this process):\n");
+        for (int i = 0; i < 2; ++i) {
+            const pkt::Mac m = ports[i]->mac();
+            std::printf("  %s: 198.18.0.%d, MAC %02x:%02x:%02x:%02x:%02x:%02x, RC QP %s, first PSN %s; "
+                        "%zu-byte MR at %s, L_Key %s, R_Key %s\n",
+                        side_name(i), i + 1, m[0], m[1], m[2], m[3], m[4], m[5], psn_str(s[i].qp.qpn()).c_str(),
+                        psn_str(kFirstPsn[i]).c_str(), s[i].mem.size(), hex(s[i].mr.addr()).c_str(),
+                        hex(s[i].mr.lkey()).c_str(), hex(s[i].mr.rkey()).c_str());
+        }
+        std::printf("  path MTU 1024: a message longer than that goes as First, Middle(s) and Last packets\n");
+    }
+
+    // The data: A's SEND and WRITE sources, B's READ source, B's atomic words.
+    fill(d.amem(0), send_len, 1);
+    fill(d.amem(1), rw_len, 2);
+    fill(d.bmem(2), rw_len, 3);
+    const uint64_t cas_before = 0x1111111111111111ull, cas_swap = 0x2222222222222222ull;
+    const uint64_t fa_before = 41, fa_add = 1;
+    std::memcpy(d.bmem(3), &cas_before, 8);
+    std::memcpy(d.bmem(3) + 8, &fa_before, 8);
+
+    const Op ops[5] = {
+        {WrOpcode::send, send_len, "SEND",
+         "A sends a message; B's HCA places it in the buffer of a receive WQE B posted, and both get a CQE"},
+        {WrOpcode::rdma_write, rw_len, "RDMA WRITE",
+         "A writes into B's memory at an address and R_Key B gave it; B's software sees nothing, no CQE"},
+        {WrOpcode::rdma_read, rw_len, "RDMA READ",
+         "A reads from B's memory; B's HCA answers from memory, without B's software"},
+        {WrOpcode::atomic_cmp_and_swp, 8, "ATOMIC CMP_SWP",
+         "A asks B's HCA to replace 8 bytes if they hold the compare value; the old value comes back"},
+        {WrOpcode::atomic_fetch_and_add, 8, "ATOMIC FETCH_ADD",
+         "A asks B's HCA to add to 8 bytes; the old value comes back"},
+    };
+    int done = 0;
+    for (int k = 0; k < 5; ++k) {
+        const Op& op = ops[k];
+        const uint64_t id = uint64_t(k + 1);
+        if (!quiet) std::printf("\n== %d. %s, %u bytes: %s\n", k + 1, op.title, op.len, op.what);
+        bool ok = true;
+        switch (op.opcode) {
+        case WrOpcode::send:
+            ok = d.post_recv(101, d.b(0), std::max(op.len, 64u)) && d.post(op, id, d.a(0), 0);
+            break;
+        case WrOpcode::rdma_write: ok = d.post(op, id, d.a(1), d.b(1)); break;
+        case WrOpcode::rdma_read: ok = d.post(op, id, d.a(2), d.b(2)); break;
+        case WrOpcode::atomic_cmp_and_swp: ok = d.post(op, id, d.a(3), d.b(3), cas_before, cas_swap); break;
+        default: ok = d.post(op, id, d.a(3) + 8, d.b(3) + 8, fa_add); break;
+        }
+        if (!ok) break;
+        const size_t want_b = op.opcode == WrOpcode::send ? 1 : 0;
+        if (!d.run(1, want_b)) {
+            if (stop_requested()) break;
+            d.fail(std::string(op.title) + ": the completions did not come within 10 s");
+            break;
+        }
+        const WcOpcode wop = wc_opcode_for(op.opcode);
+        ok = d.check_cqe(0, 0, id, wop, op.len);
+        switch (op.opcode) {
+        case WrOpcode::send:
+            ok = d.check_cqe(1, 0, 101, WcOpcode::recv, op.len) && ok;
+            ok = d.check_bytes("SEND: B's receive buffer against A's source", d.bmem(0), d.amem(0), op.len) && ok;
+            break;
+        case WrOpcode::rdma_write:
+            ok = d.check_bytes("WRITE: B's memory against A's source", d.bmem(1), d.amem(1), op.len) && ok;
+            break;
+        case WrOpcode::rdma_read:
+            ok = d.check_bytes("READ: A's buffer against B's memory", d.amem(2), d.bmem(2), op.len) && ok;
+            break;
+        case WrOpcode::atomic_cmp_and_swp:
+            ok = d.check_word("CMP_SWP: the old value returned to A", d.amem(3), cas_before) && ok;
+            ok = d.check_word("CMP_SWP: B's word now", d.bmem(3), cas_swap) && ok;
+            break;
+        default:
+            ok = d.check_word("FETCH_ADD: the old value returned to A", d.amem(3) + 8, fa_before) && ok;
+            ok = d.check_word("FETCH_ADD: B's word now", d.bmem(3) + 8, fa_before + fa_add) && ok;
+            break;
+        }
+        if (ok) ++done;
+    }
+    for (int i = 0; i < 2; ++i) s[i].hca->set_trace(nullptr, nullptr);
+    pcap.flush();
+    if (stop_requested()) return report_stop("demo");
+    if (nar.bad_frames) d.fail(std::to_string(nar.bad_frames) + " frame(s) sent did not parse");
+    std::printf("\n%d of 5 operations completed and verified; %" PRIu64 " frames written to %s\n", done, nar.frames,
+                file.c_str());
+    if (!quiet && d.failures == 0)
+        std::printf("Read them with `hcaemu dissect %s` (or --brief), or open the file in Wireshark.\n", file.c_str());
+    return d.failures == 0 && done == 5 ? kExitOk : kExitFail;
+}
+
+}  // namespace
+
+int cmd_demo(int argc, char** argv) {
+    std::string file = "hcaemu-demo.pcap";
+    pkt::DissectOptions opt;
+    bool quiet = false, samples = false, format_given = false;
+    int64_t size = -1;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(kHelp, stdout);
+            return kExitOk;
+        } else if (a == "--pcap") {
+            if (i + 1 >= argc) return usage_error("demo", "--pcap needs a file name");
+            file = argv[++i];
+        } else if (a == "--size") {
+            if (i + 1 >= argc) return usage_error("demo", "--size needs a number");
+            const auto v = parse_uint(argv[++i], 0, kMaxSize);
+            if (!v) return usage_error("demo", "--size takes a number of bytes from 0 to 1048576");
+            size = int64_t(*v);
+        } else if (a == "--samples") {
+            samples = true;
+        } else if (a == "--brief") {
+            opt.format = pkt::DissectFormat::brief;
+            format_given = true;
+        } else if (a == "--json") {
+            opt.format = pkt::DissectFormat::json;
+            format_given = true;
+        } else if (a == "--quiet") {
+            quiet = true;
+        } else {
+            return usage_error("demo", "unknown argument '" + a + "'");
+        }
+    }
+    if (samples && size >= 0) return usage_error("demo", "--size is for the run on the link, not --samples");
+    if (!samples && format_given) return usage_error("demo", "--brief and --json go with --samples");
+    return samples ? run_samples(file, opt, quiet) : run_link(file, size, quiet);
+}
+
+}  // namespace hcaemu::tools

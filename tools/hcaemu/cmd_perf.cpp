@@ -1,0 +1,101 @@
+// hcaemu perf: perftest's tests on an hcaemu HCA, in this process attached to a wire or in hcaemud
+// (--device unix:PATH) (see tools/hcaemu/perf.hpp).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/attach/attach.hpp"
+#include "tools/hcaemu/cli.hpp"
+#include "tools/libhcaemu/api.hpp"
+#include "tools/hcaemu/oob_tcp.hpp"
+#include "tools/hcaemu/perf.hpp"
+#include "tools/hcaemu/stop.hpp"
+
+namespace hcaemu::tools {
+
+namespace {
+
+// --stats: every counter that is not zero, "group.name value" a line, on stderr.
+void print_stats(api::Context& ctx, const perf::Env& env) {
+    api::Stats st;
+    if (ctx.read_stats(st) != Status::ok) return;
+    const auto group = [](const char* g, const std::vector<std::pair<std::string, uint64_t>>& v) {
+        for (const auto& [n, x] : v)
+            if (x) std::fprintf(stderr, "%s.%-28s %llu\n", g, n.c_str(), static_cast<unsigned long long>(x));
+    };
+    group("device", st.device);
+    group("net", st.net);
+    group("link", st.link);
+    group("daemon", st.daemon);
+    std::fprintf(stderr, "perf.%-28s %llu\n", "max_turn_gap_us", static_cast<unsigned long long>(env.max_turn_gap_ns / 1000));
+}
+
+}  // namespace
+
+int cmd_perf(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+        std::fputs(perf::kPerfHelp, argc < 2 ? stderr : stdout);
+        std::fputs(kDeviceHelp, argc < 2 ? stderr : stdout);
+        std::fputs(kAttachHelp, argc < 2 ? stderr : stdout);
+        return argc < 2 ? kExitUsage : kExitOk;
+    }
+    perf::Options o;
+    AttachOptions ao;
+    std::string device, first_attach, err;
+    const auto other = [&](int ac, char** av, int& i, std::string& e) {
+        if (const int t = take_device_option(ac, av, i, device, e)) return t;
+        const std::string a = av[i];
+        const int t = take_attach_option(ac, av, i, ao, e);
+        if (t > 0 && first_attach.empty()) first_attach = a.substr(0, a.find('='));
+        return t;
+    };
+    if (!perf::parse_options(argc - 1, argv + 1, o, other, err)) {
+        if (err == "help") {
+            std::fputs(perf::kPerfHelp, stdout);
+            std::fputs(kDeviceHelp, stdout);
+            std::fputs(kAttachHelp, stdout);
+            return kExitOk;
+        }
+        return usage_error("perf", err);
+    }
+    if (const std::string c = device_conflict(device, first_attach); !c.empty()) return usage_error("perf", c);
+    const bool local = device.empty() || device == "local";
+    if (local && ao.ip.empty()) return usage_error("perf", "--ip ADDR/LEN is required (this HCA's address)");
+
+    // SIGINT/SIGTERM: every wait returns, the objects and the port close as on any exit.
+    install_stop_handlers();
+    auto ctx = api::open_device(device, ao, err);
+    if (!ctx && stop_requested()) return report_stop("perf");
+    if (!ctx) {
+        std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
+        return kExitFail;
+    }
+    std::unique_ptr<OobConn> conn;
+    // The engine turns while the connection is made, so that the port answers ARP and neighbour
+    // solicitations for its address meanwhile (a peer may resolve it before its tool connects).
+    auto turn = [c = ctx.get()] { return c->poll() != 0; };
+    if (o.server.empty()) {
+        std::fputs("\n************************************\n* Waiting for client to connect... *\n"
+                   "************************************\n",
+                   stdout);
+        std::fflush(stdout);
+        conn = OobConn::accept(o.tcp_port, o.oob_timeout_ms, err, turn);
+    } else {
+        conn = OobConn::connect(o.server, o.tcp_port, o.oob_timeout_ms, err, turn);
+    }
+    if (!conn && stop_requested()) return report_stop("perf");
+    if (!conn) {
+        std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
+        return kExitFail;
+    }
+    perf::Env env;
+    env.ctx = ctx.get();
+    env.resolve_timeout_ms = o.oob_timeout_ms;
+    const int rc = perf::run(o, env, *conn, err);
+    if (rc && stop_requested()) return report_stop("perf");
+    if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
+    if (o.stats) print_stats(*ctx, env);
+    return rc;
+}
+
+}  // namespace hcaemu::tools

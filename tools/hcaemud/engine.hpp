@@ -1,0 +1,142 @@
+// hcaemud's data side: the thread that owns the Device and the engine loop (tools/attach/attach.hpp
+// Attached), runs the control operations the io thread queues, takes WQEs from the clients' rings
+// (the doorbells), writes completions into their CQ rings and routes events. Everything here runs
+// on that one thread; the io thread only calls submit(), stop() and reads the counters.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/attach/attach.hpp"
+#include "tools/libhcaemu/proto.hpp"
+#include "tools/libhcaemu/shm.hpp"
+
+namespace hcaemu::daemon {
+
+// hcaemud's own counters (CounterSet::daemon). Written by both threads: relaxed atomics.
+#define HCAEMUD_COUNTERS(X) \
+    X(clients_connected)    \
+    X(clients_total)        \
+    X(clients_refused)      /* --max-clients reached: closed at accept */ \
+    X(clients_cleaned)      /* disconnected clients whose objects were destroyed */ \
+    X(objects_cleaned)      /* objects destroyed for them */ \
+    X(requests)             /* requests received (valid or not) */ \
+    X(requests_failed)      /* valid requests whose verbs call returned a Status other than ok */ \
+    X(err_bad_magic) X(err_bad_version) X(err_bad_length) X(err_unknown_op) X(err_no_hello) \
+    X(err_bad_field) X(err_bad_fd) X(err_fd_unexpected) X(err_limit) X(err_shutting_down) \
+    X(bad_handle)           /* handles that were not the sender's (Status::bad_handle) */ \
+    X(rings_in_error)       /* rings set to kRingError: prod beyond cap, a changed header */ \
+    X(bad_wqes)             /* WQEs refused at the doorbell: completed in error, QP to ERR */ \
+    X(cq_rings_bad)         /* CQ rings whose cons the client moved beyond prod */ \
+    X(cq_events_sent) X(async_events_sent) X(events_dropped) X(fds_closed)
+
+enum class DCounter : uint32_t {
+#define HCAEMUD_X(n) n,
+    HCAEMUD_COUNTERS(HCAEMUD_X)
+#undef HCAEMUD_X
+    count
+};
+inline constexpr const char* kDCounterName[] = {
+#define HCAEMUD_X(n) #n,
+    HCAEMUD_COUNTERS(HCAEMUD_X)
+#undef HCAEMUD_X
+};
+
+struct DCounters {
+    std::atomic<uint64_t> v[size_t(DCounter::count)] = {};
+    void inc(DCounter c, uint64_t n = 1) { v[size_t(c)].fetch_add(n, std::memory_order_relaxed); }
+    void dec(DCounter c) { v[size_t(c)].fetch_sub(1, std::memory_order_relaxed); }
+    uint64_t get(DCounter c) const { return v[size_t(c)].load(std::memory_order_relaxed); }
+    void error(ctl::Error e) { inc(DCounter(size_t(DCounter::err_bad_magic) + size_t(e) - 1)); }
+};
+
+// A message for a client: bytes, and at most one fd to pass (closed once sent).
+struct Msg {
+    std::vector<uint8_t> bytes;
+    int fd = -1;
+};
+
+// Closes an fd a client passed. A socket gets SO_LINGER {1, 0} first so that close() cannot block
+// on unsent data (socket(7)); other kinds are closed as they are (a FUSE file could still delay it).
+inline void close_client_fd(int fd) {
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        const linger l{1, 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    close(fd);
+}
+
+struct Client;
+struct QpE;
+struct SrqE;
+struct CqE;
+struct MrE;
+struct AhE;
+
+class Engine {
+public:
+    // `send` delivers a message to a client from the data thread (it posts to the io thread).
+    using SendFn = std::function<void(uint32_t client, Msg&& m)>;
+    Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendFn send);
+    ~Engine();
+
+    // io thread: queues fn to run on the data thread between two poll turns.
+    void submit(std::function<void()> fn);
+    // The loop; returns after stop(), every client's objects destroyed.
+    void run();
+    // One turn of run() without the command queue: the engine loop, the doorbells, the CQ rings,
+    // the events. Returns the work done (0 when idle). The fuzz target drives the engine with it.
+    size_t turn();
+    void stop() { stop_.store(true, std::memory_order_release); }
+
+    // ---- data thread only (called from the closures) ----
+    void add_client(uint32_t id, uint32_t pid, const std::string& comm);
+    void remove_client(uint32_t id);  // every object destroyed, QPs flushed, memory unmapped
+    void all_qps_to_error();          // shutdown: every QP to ERR (flush)
+    void flush_to_rings();            // shutdown: the CQEs (flushes) into the rings, events out
+    // Runs one request (its header and fds checked by the io thread); the reply.
+    Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, int fd);
+    uint32_t max_objects() const { return max_objects_; }
+
+private:
+    void turn_rings(size_t& work);
+    void move_cqes(size_t& work);
+    void route_events();
+    void retry_zombies();
+    void take_send(Client& c, QpE& q, size_t& work);
+    void take_recv(QpE* q, SrqE* s, size_t& work);
+    void ring_error(QpE* q, SrqE* s);
+
+    tools::Attached& att_;
+    Device& dev_;
+    DCounters& ctr_;
+    uint32_t max_objects_;
+    SendFn send_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> pending_{false};
+    std::mutex qm_;
+    std::vector<std::function<void()>> queue_;
+    std::map<uint32_t, std::unique_ptr<Client>> clients_;
+    std::vector<Client*> client_list_;  // the same clients, for the per-turn event walk
+    std::vector<QpE*> qps_;    // live QPs with rings, for the doorbells
+    std::vector<SrqE*> srqs_;
+    std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup
+    std::vector<CqE*> cqs_;
+    std::map<uint32_t, uint32_t> qpn_owner_, cq_owner_, srq_owner_;  // for async events
+    std::vector<std::unique_ptr<MrE>> zombie_mrs_;  // dereg refused (in flight): retried
+    std::vector<Pd> zombie_pds_;
+
+    friend struct Ops;
+};
+
+}  // namespace hcaemu::daemon
