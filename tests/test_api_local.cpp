@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -362,4 +363,39 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     b.reset();
     CHECK(qpb.value->state() == QpState::rts);
     CHECK(qpb.value->destroy() == Status::ok);
+}
+
+namespace {
+int g_checks = 0;
+bool interrupt_on_third_check() { return ++g_checks >= 3; }
+}  // namespace
+
+TEST_CASE("resolve: the program's interrupt check ends the wait for an address nobody answers") {
+    std::string err;
+    REQUIRE(port::eal_start(port::default_eal_args(), err));
+    uint16_t pa = 0, pb = 0;
+    REQUIRE(port::make_ring_pair("apii", pa, pb, err));
+    tools::AttachOptions o;
+    o.port = "net_ring_apii_a";
+    o.ip = "198.18.0.1/24";
+    auto a = api::open_device("local", o, err);
+    INFO(err);
+    REQUIRE(a);
+    const Gid nobody = pkt::ipv4_mapped_gid(0xC612004D);  // 198.18.0.77: the other end is silent
+
+    // No check installed: the wait runs to its timeout.
+    tools::set_interrupt_check(nullptr);
+    CHECK_FALSE(tools::interrupted());
+    CHECK_FALSE(a->resolve(nobody, 0, err));
+    CHECK(err == "no answer from 198.18.0.77 to ARP requests");
+
+    // Installed: asked once per turn of the wait, which ends at its first true, long before 60 s.
+    g_checks = 0;
+    tools::set_interrupt_check(&interrupt_on_third_check);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_FALSE(a->resolve(nobody, 60'000, err));
+    CHECK(err == "interrupted by a signal");
+    CHECK(g_checks == 3);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    tools::set_interrupt_check(nullptr);
 }

@@ -4,16 +4,13 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cstring>
-
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <thread>
-
-#include "tools/hcaemu/cli.hpp"
-#include "tools/hcaemu/stop.hpp"
 
 namespace hcaemu::tools {
 
@@ -28,35 +25,28 @@ const char* const kAttachHelp =
     "  --link-mtu N        the Ethernet MTU (default 1500: RoCE active MTU 1024)\n"
     "  --pcap FILE         write every frame sent and received to FILE\n";
 
-const char* const kDeviceHelp =
-    "the device:\n"
-    "  --device SPEC       unix:PATH: the HCA of a running hcaemud listening on PATH (it owns the\n"
-    "                      port: no attach options then); local (default): an HCA in this process,\n"
-    "                      attached with the options below\n";
+namespace {
 
-int take_device_option(int argc, char** argv, int& i, std::string& device, std::string& err) {
-    const std::string a = argv[i];
-    if (a.rfind("--device=", 0) == 0) {
-        device = a.substr(9);
-        return 1;
-    }
-    if (a != "--device") return 0;
-    if (i + 1 >= argc) {
-        err = "--device needs a value (unix:PATH or local)";
-        return -1;
-    }
-    device = argv[++i];
-    return 1;
+std::atomic<InterruptCheck> g_interrupt{nullptr};
+
+// Whole-string unsigned parse (decimal or 0x hex) within [lo, hi], as the CLI's own options.
+std::optional<uint64_t> parse_uint(const std::string& s, uint64_t lo, uint64_t hi) {
+    const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char* b = s.data() + (hex ? 2 : 0);
+    const char* e = s.data() + s.size();
+    uint64_t v = 0;
+    auto r = std::from_chars(b, e, v, hex ? 16 : 10);
+    if (b == e || r.ec != std::errc() || r.ptr != e || v < lo || v > hi) return std::nullopt;
+    return v;
 }
 
-std::string device_conflict(const std::string& device, const std::string& first_attach) {
-    if (!device.empty() && device != "local" && device.rfind("unix:", 0) != 0)
-        return "--device: unknown device '" + device + "': use unix:PATH (a running hcaemud) or local";
-    if (device == "unix:") return "--device: 'unix:' names no socket: use unix:PATH";
-    if (device.rfind("unix:", 0) == 0 && !first_attach.empty())
-        return first_attach + ": the daemon behind --device " + device +
-               " owns the port; attach options go with an in-process HCA only";
-    return "";
+}  // namespace
+
+void set_interrupt_check(InterruptCheck check) { g_interrupt.store(check, std::memory_order_relaxed); }
+
+bool interrupted() {
+    const InterruptCheck c = g_interrupt.load(std::memory_order_relaxed);
+    return c && c();
 }
 
 std::optional<IpPrefix> parse_ip_prefix(const std::string& s) {
@@ -209,7 +199,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     }
     const auto args = o.eal.empty() ? port::default_eal_args() : split_eal(o.eal);
     // The threads DPDK starts (interrupts, control) inherit a mask without SIGINT/SIGTERM: the
-    // signal goes to this thread, whose waits check for it (tools/hcaemu/stop.hpp).
+    // signal goes to the program's own threads, whose waits check for it (set_interrupt_check).
     const SignalsBlocked blocked;
     if (!port::eal_start(args, err)) {
         err = "DPDK EAL: " + err;
@@ -291,7 +281,7 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
             hca_->set_neighbor(peer, mac);
             return true;
         }
-        if (stop_requested()) {
+        if (interrupted()) {
             err = "interrupted by a signal";
             return false;
         }

@@ -1,7 +1,7 @@
-// How a tool that faces a real peer (`hcaemu pingpong`, `hcaemu perf`) gets an HCA: DPDK's EAL from
-// the user's arguments, one ethdev, the IP side (ARP, ND, capture) over it, a device whose GID
-// table holds the given address, and the engine loop, polled by the tool's own thread in the
-// manner of a busy-polling verbs application.
+// The node assembly the hcaemu CLI, hcaemud and libhcaemu share: DPDK's EAL from the attach
+// options, one ethdev, the IP side (ARP, ND, capture) over it, a device whose GID table holds the
+// given address, and the engine loop, polled by its owner's thread. No CLI options and no signal
+// handling here: a program that takes SIGINT/SIGTERM says so through set_interrupt_check().
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,13 +33,13 @@ extern const char* const kAttachHelp;
 // not one; -1 with `err` if its value is missing or bad.
 int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::string& err);
 
-// --device SPEC for the tools that can use hcaemud (pingpong, perf): takes "--device SPEC" or
-// "--device=SPEC" as take_attach_option does (1 taken, 0 not it, -1 with err: no value).
-extern const char* const kDeviceHelp;
-int take_device_option(int argc, char** argv, int& i, std::string& device, std::string& err);
-// What is wrong with `device` and the attach options, or "": an unknown spec; "unix:PATH" with an
-// attach option (a daemon owns its port), the first one given named in `first_attach`.
-std::string device_conflict(const std::string& device, const std::string& first_attach);
+// The libraries' blocking waits (Attached::resolve, the daemon client's resolve) give up, with
+// "interrupted by a signal", once `check` returns true. The program that owns the signals
+// installs it (the CLI: its SIGINT/SIGTERM flag); by default nothing interrupts a wait. `check`
+// is called from any thread that waits.
+using InterruptCheck = bool (*)();
+void set_interrupt_check(InterruptCheck check);  // nullptr: none
+bool interrupted();
 
 // An address with a prefix length: IPv4 as its IPv4-mapped GID.
 struct IpPrefix {

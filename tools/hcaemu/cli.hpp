@@ -16,6 +16,15 @@ std::optional<uint64_t> parse_uint(const std::string& s, uint64_t lo, uint64_t h
 // Prints "hcaemu SUB: MSG" and a pointer to --help on stderr; returns kExitUsage.
 int usage_error(const char* sub, const std::string& msg);
 
+// --device SPEC for the tools that can use hcaemud (pingpong, perf, res, stat, exec): takes
+// "--device SPEC" or "--device=SPEC" as take_attach_option does (1 taken, 0 not it, -1 with err:
+// no value).
+extern const char* const kDeviceHelp;
+int take_device_option(int argc, char** argv, int& i, std::string& device, std::string& err);
+// What is wrong with `device` and the attach options, or "": an unknown spec; "unix:PATH" with an
+// attach option (a daemon owns its port), the first one given named in `first_attach`.
+std::string device_conflict(const std::string& device, const std::string& first_attach);
+
 int cmd_dissect(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_sim(int argc, char** argv);

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <string>
 
+#include "tools/attach/attach.hpp"
 #include "tools/hcaemu/cli.hpp"
+#include "tools/hcaemu/stop.hpp"
 
 namespace {
 
@@ -35,6 +37,9 @@ constexpr const char* kHelp =
 }  // namespace
 
 int main(int argc, char** argv) {
+    // The libraries' waits (resolving a peer's address) end at SIGINT/SIGTERM, once a subcommand
+    // installed its handlers (stop.hpp).
+    hcaemu::tools::set_interrupt_check(&hcaemu::tools::stop_requested);
     if (argc < 2) {
         std::fputs(kHelp, stderr);
         return hcaemu::tools::kExitUsage;

@@ -26,12 +26,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tools/attach/attach.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/remap.hpp"
 #include "tools/libhcaemu/ring.hpp"
 #include "tools/libhcaemu/shm.hpp"
-#include "tools/hcaemu/stop.hpp"
 
 namespace hcaemu::api {
 
@@ -984,7 +984,7 @@ public:
                 err = "the peer did not answer ARP/ND";
                 return false;
             }
-            if (tools::stop_requested()) {
+            if (tools::interrupted()) {
                 err = "interrupted by a signal";
                 return false;
             }
