@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -663,575 +664,670 @@ struct ResBuilder {
 
 }  // namespace
 
-Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
+// One handler per op (the table below); each answers one valid request of its op. A friend of
+// Engine: the handlers are the engine's own request code, split by op.
+struct Ops {
+    // The request being answered: its sender, its bytes, and the replies any handler may give,
+    // each counted as the protocol says.
+    struct Req {
+        Client& c;
+        uint32_t cid;
+        const ctl::Hdr& h;
+        const uint8_t* b;
+        int fd;
+        DCounters& ctr;
+        bool full;  // the client holds --max-objects objects
+
+        template <class T>
+        T body() const { return body_as<T>(b); }
+        Msg ok(const void* body = nullptr, size_t n = 0) const { return reply(h, Status::ok, body, n); }
+        Msg with_fd(const void* body, size_t n, int rfd) const {
+            Msg m = reply(h, Status::ok, body, n);
+            m.fd = rfd;
+            return m;
+        }
+        Msg error(ctl::Error e, Status s) const {
+            ctr.error(e);
+            Msg m = reply(h, s);
+            reinterpret_cast<ctl::ReplyHdr*>(m.bytes.data())->error = uint8_t(e);
+            return m;
+        }
+        Msg bad() const {
+            ctr.inc(DCounter::bad_handle);
+            return reply(h, Status::bad_handle);
+        }
+        Msg field() const { return error(ctl::Error::bad_field, Status::invalid_argument); }
+        Msg limit() const { return error(ctl::Error::limit, Status::no_resources); }
+        Msg failed(Status s) const {
+            if (s != Status::ok) ctr.inc(DCounter::requests_failed);
+            return reply(h, s);
+        }
+    };
+    // The sender's object of that handle in one of its maps, or nullptr.
+    template <class M>
+    static auto* find(M& m, uint32_t handle) {
+        auto it = m.find(handle);
+        return it == m.end() ? nullptr : it->second.get();
+    }
+
+    static Msg hello(Engine& en, const Req& in);
+    static Msg query_device(Engine& en, const Req& in);
+    static Msg query_port(Engine& en, const Req& in);
+    static Msg query_gid(Engine& en, const Req& in);
+    static Msg alloc_pd(Engine& en, const Req& in);
+    static Msg dealloc_pd(Engine& en, const Req& in);
+    static Msg reg_mr(Engine& en, const Req& in);
+    static Msg dereg_mr(Engine& en, const Req& in);
+    static Msg create_cq(Engine& en, const Req& in);
+    static Msg resize_cq(Engine& en, const Req& in);
+    static Msg cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CreateCqReq& cr);
+    static Msg destroy_cq(Engine& en, const Req& in);
+    static Msg req_notify_cq(Engine& en, const Req& in);
+    static Msg create_qp(Engine& en, const Req& in);
+    static Msg destroy_qp(Engine& en, const Req& in);
+    static Msg modify_qp(Engine& en, const Req& in);
+    static Msg query_qp(Engine& en, const Req& in);
+    static Msg create_srq(Engine& en, const Req& in);
+    static Msg destroy_srq(Engine& en, const Req& in);
+    static Msg modify_srq(Engine& en, const Req& in);
+    static Msg query_srq(Engine& en, const Req& in);
+    static Msg create_ah(Engine& en, const Req& in);
+    static Msg destroy_ah(Engine& en, const Req& in);
+    static Msg read_counters(Engine& en, const Req& in);
+    static api::Counts daemon_counts(Engine& en);
+    static Msg res_list(Engine& en, const Req& in);
+    static void res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, uint32_t start, uint64_t& idx,
+                              ctl::ResListRep& rep);
+    static Msg resolve(Engine& en, const Req& in);
+};
+
+namespace {
+
+using Handler = Msg (*)(Engine&, const Ops::Req&);
+constexpr auto kHandlers = [] {
     using ctl::Op;
+    std::array<Handler, size_t(Op::count)> t{};
+    t[size_t(Op::hello)] = &Ops::hello;
+    t[size_t(Op::query_device)] = &Ops::query_device;
+    t[size_t(Op::query_port)] = &Ops::query_port;
+    t[size_t(Op::query_gid)] = &Ops::query_gid;
+    t[size_t(Op::alloc_pd)] = &Ops::alloc_pd;
+    t[size_t(Op::dealloc_pd)] = &Ops::dealloc_pd;
+    t[size_t(Op::reg_mr)] = &Ops::reg_mr;
+    t[size_t(Op::dereg_mr)] = &Ops::dereg_mr;
+    t[size_t(Op::create_cq)] = &Ops::create_cq;
+    t[size_t(Op::destroy_cq)] = &Ops::destroy_cq;
+    t[size_t(Op::resize_cq)] = &Ops::resize_cq;
+    t[size_t(Op::req_notify_cq)] = &Ops::req_notify_cq;
+    t[size_t(Op::create_qp)] = &Ops::create_qp;
+    t[size_t(Op::destroy_qp)] = &Ops::destroy_qp;
+    t[size_t(Op::modify_qp)] = &Ops::modify_qp;
+    t[size_t(Op::query_qp)] = &Ops::query_qp;
+    t[size_t(Op::create_srq)] = &Ops::create_srq;
+    t[size_t(Op::destroy_srq)] = &Ops::destroy_srq;
+    t[size_t(Op::modify_srq)] = &Ops::modify_srq;
+    t[size_t(Op::query_srq)] = &Ops::query_srq;
+    t[size_t(Op::create_ah)] = &Ops::create_ah;
+    t[size_t(Op::destroy_ah)] = &Ops::destroy_ah;
+    t[size_t(Op::read_counters)] = &Ops::read_counters;
+    t[size_t(Op::res_list)] = &Ops::res_list;
+    t[size_t(Op::resolve)] = &Ops::resolve;
+    return t;
+}();
+
+}  // namespace
+
+Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     auto cit = clients_.find(cid);
-    if (cit == clients_.end()) {
+    const Handler fn = h.op < kHandlers.size() ? kHandlers[h.op] : nullptr;
+    if (cit == clients_.end() || !fn) {
         if (fd >= 0) close_client_fd(fd);
-        return reply(h, Status::bad_handle);
+        return reply(h, cit == clients_.end() ? Status::bad_handle : Status::not_supported);
     }
     Client& c = *cit->second;
-    auto bad = [&] {
-        ctr_.inc(DCounter::bad_handle);
-        return reply(h, Status::bad_handle);
-    };
-    auto field = [&] {
-        ctr_.error(ctl::Error::bad_field);
-        Msg m = reply(h, Status::invalid_argument);
-        reinterpret_cast<ctl::ReplyHdr*>(m.bytes.data())->error = uint8_t(ctl::Error::bad_field);
-        return m;
-    };
-    auto limit = [&] {
-        ctr_.error(ctl::Error::limit);
-        Msg m = reply(h, Status::no_resources);
-        reinterpret_cast<ctl::ReplyHdr*>(m.bytes.data())->error = uint8_t(ctl::Error::limit);
-        return m;
-    };
-    auto failed = [&](Status s) {
-        if (s != Status::ok) ctr_.inc(DCounter::requests_failed);
-        return reply(h, s);
-    };
-    auto pd_of = [&](uint32_t handle) -> PdE* {
-        auto it = c.pds.find(handle);
-        return it == c.pds.end() ? nullptr : it->second.get();
-    };
-    auto cq_of = [&](uint32_t handle) -> CqE* {
-        auto it = c.cqs.find(handle);
-        return it == c.cqs.end() ? nullptr : it->second.get();
-    };
-    const bool full = c.objects() >= max_objects_;
+    return fn(*this, Ops::Req{c, cid, h, b, fd, ctr_, c.objects() >= max_objects_});
+}
 
-    switch (Op(h.op)) {
-    case Op::hello: {  // the io thread added the client; this is the reply
-        ctl::HelloRep r;
-        r.client_id = cid;
-        r.max_objects = max_objects_;
-        std::memcpy(r.gid, att_.gid().data(), 16);
-        r.gid_index = att_.gid_index();
-        return reply(h, Status::ok, &r, sizeof r);
+Msg Ops::hello(Engine& en, const Req& in) {  // the io thread added the client; this is the reply
+    ctl::HelloRep r;
+    r.client_id = in.cid;
+    r.max_objects = en.max_objects_;
+    std::memcpy(r.gid, en.att_.gid().data(), 16);
+    r.gid_index = en.att_.gid_index();
+    return in.ok(&r, sizeof r);
+}
+
+Msg Ops::query_device(Engine& en, const Req& in) {
+    const DeviceAttr& a = en.dev_.query_device();
+    ctl::DeviceAttrW w{};
+    put(w.fw_ver, sizeof w.fw_ver, a.fw_ver);
+    w.node_guid = a.node_guid;
+    w.sys_image_guid = a.sys_image_guid;
+    w.max_mr_size = a.max_mr_size;
+    w.page_size_cap = a.page_size_cap;
+    w.vendor_id = a.vendor_id;
+    w.vendor_part_id = a.vendor_part_id;
+    w.hw_ver = a.hw_ver;
+    w.max_qp = a.max_qp;
+    w.max_qp_wr = a.max_qp_wr;
+    w.device_cap_flags = a.device_cap_flags;
+    w.max_sge = a.max_sge;
+    w.max_sge_rd = a.max_sge_rd;
+    w.max_cq = a.max_cq;
+    w.max_cqe = a.max_cqe;
+    w.max_mr = a.max_mr;
+    w.max_pd = a.max_pd;
+    w.max_qp_rd_atom = a.max_qp_rd_atom;
+    w.max_res_rd_atom = a.max_res_rd_atom;
+    w.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+    w.max_ah = a.max_ah;
+    w.max_srq = a.max_srq;
+    w.max_srq_wr = a.max_srq_wr;
+    w.max_srq_sge = a.max_srq_sge;
+    w.max_inline_data = a.max_inline_data;
+    w.max_pkeys = a.max_pkeys;
+    w.atomic_cap = uint8_t(a.atomic_cap);
+    w.local_ca_ack_delay = a.local_ca_ack_delay;
+    w.phys_port_cnt = a.phys_port_cnt;
+    return in.ok(&w, sizeof w);
+}
+
+Msg Ops::query_port(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::PortReq>();
+    PortAttr pa;
+    const Status s = en.dev_.query_port(r.port_num, pa);
+    return s == Status::ok ? in.ok(&pa, sizeof pa) : in.failed(s);
+}
+
+Msg Ops::query_gid(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::GidReq>();
+    GidEntry g;
+    const Status s = en.dev_.query_gid(r.port_num, r.index, g);
+    return s == Status::ok ? in.ok(&g, sizeof g) : in.failed(s);
+}
+
+Msg Ops::alloc_pd(Engine& en, const Req& in) {
+    if (in.full) return in.limit();
+    auto r = en.dev_.alloc_pd();
+    if (!r.ok()) return in.failed(r.status);
+    ctl::HandleRep rep;
+    rep.handle = r->handle();
+    auto e = std::make_unique<PdE>();
+    e->pd = std::move(r.value);
+    in.c.pds[rep.handle] = std::move(e);
+    return in.ok(&rep, sizeof rep);
+}
+
+Msg Ops::dealloc_pd(Engine&, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    PdE* p = find(in.c.pds, r.handle);
+    if (!p) return in.bad();
+    const Status s = p->pd.destroy();
+    if (s == Status::ok) in.c.pds.erase(r.handle);
+    return in.failed(s);
+}
+
+Msg Ops::reg_mr(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::RegMrReq>();
+    const int fd = in.fd;
+    // The io thread checked the memfd (sealed, range inside it) and passed it; we map it.
+    PdE* p = find(in.c.pds, r.pd);
+    if (!p) {
+        close_client_fd(fd);
+        return in.bad();
     }
-    case Op::query_device: {
-        const DeviceAttr& a = dev_.query_device();
-        ctl::DeviceAttrW w{};
-        put(w.fw_ver, sizeof w.fw_ver, a.fw_ver);
-        w.node_guid = a.node_guid;
-        w.sys_image_guid = a.sys_image_guid;
-        w.max_mr_size = a.max_mr_size;
-        w.page_size_cap = a.page_size_cap;
-        w.vendor_id = a.vendor_id;
-        w.vendor_part_id = a.vendor_part_id;
-        w.hw_ver = a.hw_ver;
-        w.max_qp = a.max_qp;
-        w.max_qp_wr = a.max_qp_wr;
-        w.device_cap_flags = a.device_cap_flags;
-        w.max_sge = a.max_sge;
-        w.max_sge_rd = a.max_sge_rd;
-        w.max_cq = a.max_cq;
-        w.max_cqe = a.max_cqe;
-        w.max_mr = a.max_mr;
-        w.max_pd = a.max_pd;
-        w.max_qp_rd_atom = a.max_qp_rd_atom;
-        w.max_res_rd_atom = a.max_res_rd_atom;
-        w.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
-        w.max_ah = a.max_ah;
-        w.max_srq = a.max_srq;
-        w.max_srq_wr = a.max_srq_wr;
-        w.max_srq_sge = a.max_srq_sge;
-        w.max_inline_data = a.max_inline_data;
-        w.max_pkeys = a.max_pkeys;
-        w.atomic_cap = uint8_t(a.atomic_cap);
-        w.local_ca_ack_delay = a.local_ca_ack_delay;
-        w.phys_port_cnt = a.phys_port_cnt;
-        return reply(h, Status::ok, &w, sizeof w);
+    if (in.full) {
+        close_client_fd(fd);
+        return in.limit();
     }
-    case Op::query_port: {
-        const auto r = body_as<ctl::PortReq>(b);
-        PortAttr pa;
-        const Status s = dev_.query_port(r.port_num, pa);
-        return s == Status::ok ? reply(h, s, &pa, sizeof pa) : failed(s);
-    }
-    case Op::query_gid: {
-        const auto r = body_as<ctl::GidReq>(b);
-        GidEntry g;
-        const Status s = dev_.query_gid(r.port_num, r.index, g);
-        return s == Status::ok ? reply(h, s, &g, sizeof g) : failed(s);
-    }
-    case Op::alloc_pd: {
-        if (full) return limit();
-        auto r = dev_.alloc_pd();
-        if (!r.ok()) return failed(r.status);
-        ctl::HandleRep rep;
-        rep.handle = r->handle();
-        auto e = std::make_unique<PdE>();
-        e->pd = std::move(r.value);
-        c.pds[rep.handle] = std::move(e);
-        return reply(h, Status::ok, &rep, sizeof rep);
-    }
-    case Op::dealloc_pd: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        PdE* p = pd_of(r.handle);
-        if (!p) return bad();
-        const Status s = p->pd.destroy();
-        if (s == Status::ok) c.pds.erase(r.handle);
-        return failed(s);
-    }
-    case Op::reg_mr: {
-        const auto r = body_as<ctl::RegMrReq>(b);
-        // The io thread checked the memfd (sealed, range inside it) and passed it; we map it.
-        PdE* p = pd_of(r.pd);
-        if (!p) {
-            close_client_fd(fd);
-            return bad();
-        }
-        if (full) {
-            close_client_fd(fd);
-            return limit();
-        }
-        // Mapped in the fd's own pages: 4096 for a memfd, the huge page size for a hugetlb memfd
-        // (st_blksize; hugetlbfs maps only whole huge pages).
-        struct stat sb{};
-        uint64_t page = 4096;
-        if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
-            (sb.st_blksize & (sb.st_blksize - 1)) == 0)
-            page = uint64_t(sb.st_blksize);
-        const uint64_t start = r.offset & ~(page - 1);
-        const uint64_t span = ((r.offset - start) + r.length + page - 1) & ~(page - 1);
-        void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
-        close(fd);
-        if (m == MAP_FAILED) {
-            ctr_.error(ctl::Error::bad_fd);
-            Msg e = reply(h, Status::invalid_argument);
-            reinterpret_cast<ctl::ReplyHdr*>(e.bytes.data())->error = uint8_t(ctl::Error::bad_fd);
-            return e;
-        }
-        auto e = std::make_unique<MrE>();
-        e->map = Mapping(m, span);
-        auto res = dev_.reg_mr(p->pd, static_cast<uint8_t*>(m) + (r.offset - start), r.length, r.iova, r.access);
-        if (!res.ok()) return failed(res.status);
-        ctl::RegMrRep rep;
-        rep.handle = res->handle();
-        rep.lkey = res->lkey();
-        rep.rkey = res->rkey();
-        e->mr = std::move(res.value);
-        e->iova = r.iova;
-        e->length = r.length;
-        e->access = r.access;
-        c.mrs[rep.handle] = std::move(e);
-        return reply(h, Status::ok, &rep, sizeof rep);
-    }
-    case Op::dereg_mr: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.mrs.find(r.handle);
-        if (it == c.mrs.end()) return bad();
-        const Status s = it->second->mr.destroy();
-        if (s == Status::ok) c.mrs.erase(it);
-        return failed(s);
-    }
-    case Op::create_cq:
-    case Op::resize_cq: {
-        const bool create = Op(h.op) == Op::create_cq;
-        int cqe = 0;
-        CqE* old = nullptr;
-        ctl::CreateCqReq cr{};
-        if (create) {
-            cr = body_as<ctl::CreateCqReq>(b);
-            if (cr.events > 1) return field();
-            if (full) return limit();
-            cqe = cr.cqe;
-        } else {
-            const auto rr = body_as<ctl::ResizeCqReq>(b);
-            old = cq_of(rr.handle);
-            if (!old) return bad();
-            cqe = rr.cqe;
-        }
-        if (cqe < 1 || uint32_t(cqe) > dev_.query_device().max_cqe) return failed(Status::invalid_argument);
-        Cq cq;
-        if (create) {
-            auto res = dev_.create_cq(cqe, cr.events ? &c.ch : nullptr, cr.cq_context);
-            if (!res.ok()) return failed(res.status);
-            cq = std::move(res.value);
-        } else {
-            const Status s = old->cq.resize(cqe);
-            if (s != Status::ok) return failed(s);
-        }
-        const uint32_t cap = uint32_t(create ? cq.cqe() : old->cq.cqe());
-        const size_t bytes = shm::ring_bytes(cap, sizeof(shm::Cqe));
-        int rfd = -1;
-        Mapping map;
-        if (!make_ring_fd("hcaemu-cq", bytes, rfd, map)) return failed(Status::no_resources);  // the CQ's RAII handle destroys it
-        RingV rv = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::cq, cap, sizeof(shm::Cqe));
-        ctl::CreateCqRep rep;
-        rep.cqe = int32_t(cap);
-        rep.ring_bytes = bytes;
-        if (create) {
-            auto e = std::make_unique<CqE>();
-            e->handle = cq.handle();
-            e->owner = &c;
-            e->obj = dev_.cq(cq.handle());
-            e->cq = std::move(cq);
-            e->map = std::move(map);
-            e->r = rv;
-            e->context = cr.cq_context;
-            e->events = cr.events;
-            rep.handle = e->handle;
-            cqs_.push_back(e.get());
-            cq_owner_[e->handle] = cid;
-            c.cqs[e->handle] = std::move(e);
-        } else {
-            // The old ring gets nothing more: the client drains it up to its prod, then polls this one.
-            old->map = std::move(map);
-            old->r = rv;
-            rep.handle = old->handle;
-        }
-        Msg m = reply(h, Status::ok, &rep, sizeof rep);
-        m.fd = rfd;
-        return m;
-    }
-    case Op::destroy_cq: {
-        const auto r = body_as<ctl::DestroyCqReq>(b);
-        CqE* q = cq_of(r.handle);
-        if (!q) return bad();
-        route_events();  // its pending events go out (and are acked) first
-        const Status s = q->cq.destroy();
-        if (s == Status::ok) {
-            std::erase(cqs_, q);
-            cq_owner_.erase(r.handle);
-            c.cqs.erase(r.handle);
-        }
-        return failed(s);
-    }
-    case Op::req_notify_cq: {
-        const auto r = body_as<ctl::NotifyReq>(b);
-        if (r.solicited_only > 1) return field();
-        CqE* q = cq_of(r.handle);
-        if (!q) return bad();
-        if (!q->events) return failed(Status::invalid_argument);  // created without a channel
-        return failed(q->cq.req_notify(r.solicited_only));
-    }
-    case Op::create_qp: {
-        const auto r = body_as<ctl::CreateQpReq>(b);
-        if (r.qp_type != uint8_t(QpType::rc) && r.qp_type != uint8_t(QpType::uc) && r.qp_type != uint8_t(QpType::ud))
-            return field();
-        if (r.sq_sig_all > 1) return field();
-        PdE* p = pd_of(r.pd);
-        CqE* scq = cq_of(r.send_cq);
-        CqE* rcq = cq_of(r.recv_cq);
-        SrqE* srq = nullptr;
-        if (r.srq) {
-            auto it = c.srqs.find(r.srq);
-            if (it == c.srqs.end()) return bad();
-            srq = it->second.get();
-        }
-        if (!p || !scq || !rcq) return bad();
-        if (full) return limit();
-        const DeviceAttr& da = dev_.query_device();
-        if (r.cap.max_send_sge > da.max_sge || r.cap.max_recv_sge > da.max_sge || r.cap.max_inline_data > da.max_inline_data)
-            return failed(Status::invalid_argument);
-        QpInitAttr ia;
-        ia.send_cq = &scq->cq;
-        ia.recv_cq = &rcq->cq;
-        ia.srq = srq ? &srq->srq : nullptr;
-        ia.cap = r.cap;
-        ia.qp_type = QpType(r.qp_type);
-        ia.sq_sig_all = r.sq_sig_all;
-        auto res = dev_.create_qp(p->pd, ia);
-        if (!res.ok()) return failed(res.status);
-        const QpCap cap = ia.cap;
-        const uint32_t sesz = shm::send_entry_size(cap.max_send_sge, cap.max_inline_data);
-        const uint32_t resz = shm::recv_entry_size(cap.max_recv_sge);
-        if (sesz > kMaxEntry || resz > kMaxEntry || cap.max_send_sge > 64 || cap.max_recv_sge > 64)
-            return failed(Status::invalid_argument);
-        const size_t sq_bytes = shm::ring_bytes(cap.max_send_wr, sesz);
-        const size_t rq_bytes = srq ? 0 : shm::ring_bytes(cap.max_recv_wr, resz);
-        int rfd = -1;
-        Mapping map;
-        if (!make_ring_fd("hcaemu-qp", sq_bytes + rq_bytes, rfd, map)) return failed(Status::no_resources);
-        auto e = std::make_unique<QpE>();
-        e->owner = &c;
-        e->handle = res->handle();
-        e->qpn = res->qpn();
-        e->obj = dev_.qp(e->handle);
-        e->qp = std::move(res.value);
-        e->sq = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::sq, cap.max_send_wr, sesz);
-        e->has_rq = !srq;
-        if (!srq) e->rq = init_ring(static_cast<uint8_t*>(map.p) + sq_bytes, shm::RingKind::rq, cap.max_recv_wr, resz);
+    // Mapped in the fd's own pages: 4096 for a memfd, the huge page size for a hugetlb memfd
+    // (st_blksize; hugetlbfs maps only whole huge pages).
+    struct stat sb{};
+    uint64_t page = 4096;
+    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
+        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
+        page = uint64_t(sb.st_blksize);
+    const uint64_t start = r.offset & ~(page - 1);
+    const uint64_t span = ((r.offset - start) + r.length + page - 1) & ~(page - 1);
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
+    close(fd);
+    if (m == MAP_FAILED) return in.error(ctl::Error::bad_fd, Status::invalid_argument);
+    auto e = std::make_unique<MrE>();
+    e->map = Mapping(m, span);
+    auto res = en.dev_.reg_mr(p->pd, static_cast<uint8_t*>(m) + (r.offset - start), r.length, r.iova, r.access);
+    if (!res.ok()) return in.failed(res.status);
+    ctl::RegMrRep rep;
+    rep.handle = res->handle();
+    rep.lkey = res->lkey();
+    rep.rkey = res->rkey();
+    e->mr = std::move(res.value);
+    e->iova = r.iova;
+    e->length = r.length;
+    e->access = r.access;
+    in.c.mrs[rep.handle] = std::move(e);
+    return in.ok(&rep, sizeof rep);
+}
+
+Msg Ops::dereg_mr(Engine&, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    auto it = in.c.mrs.find(r.handle);
+    if (it == in.c.mrs.end()) return in.bad();
+    const Status s = it->second->mr.destroy();
+    if (s == Status::ok) in.c.mrs.erase(it);
+    return in.failed(s);
+}
+
+Msg Ops::create_cq(Engine& en, const Req& in) {
+    const auto cr = in.body<ctl::CreateCqReq>();
+    if (cr.events > 1) return in.field();
+    if (in.full) return in.limit();
+    if (cr.cqe < 1 || uint32_t(cr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
+    auto res = en.dev_.create_cq(cr.cqe, cr.events ? &in.c.ch : nullptr, cr.cq_context);
+    if (!res.ok()) return in.failed(res.status);
+    return cq_ring(en, in, &res.value, nullptr, cr);
+}
+
+Msg Ops::resize_cq(Engine& en, const Req& in) {
+    const auto rr = in.body<ctl::ResizeCqReq>();
+    CqE* old = find(in.c.cqs, rr.handle);
+    if (!old) return in.bad();
+    if (rr.cqe < 1 || uint32_t(rr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
+    const Status s = old->cq.resize(rr.cqe);
+    if (s != Status::ok) return in.failed(s);
+    return cq_ring(en, in, nullptr, old, {});
+}
+
+// The ring of a CQ just created (`created`) or resized (`old`), and the reply that passes it.
+Msg Ops::cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CreateCqReq& cr) {
+    const uint32_t cap = uint32_t(created ? created->cqe() : old->cq.cqe());
+    const size_t bytes = shm::ring_bytes(cap, sizeof(shm::Cqe));
+    int rfd = -1;
+    Mapping map;
+    if (!make_ring_fd("hcaemu-cq", bytes, rfd, map)) return in.failed(Status::no_resources);  // the CQ's RAII handle destroys it
+    RingV rv = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::cq, cap, sizeof(shm::Cqe));
+    ctl::CreateCqRep rep;
+    rep.cqe = int32_t(cap);
+    rep.ring_bytes = bytes;
+    if (created) {
+        auto e = std::make_unique<CqE>();
+        e->handle = created->handle();
+        e->owner = &in.c;
+        e->obj = en.dev_.cq(created->handle());
+        e->cq = std::move(*created);
         e->map = std::move(map);
-        e->init = r;
-        e->init.cap = cap;
-        e->cap = cap;
-        ctl::CreateQpRep rep;
+        e->r = rv;
+        e->context = cr.cq_context;
+        e->events = cr.events;
         rep.handle = e->handle;
-        rep.qpn = e->qpn;
-        rep.cap = cap;
-        rep.sq_offset = 0;
-        rep.rq_offset = srq ? 0 : sq_bytes;
-        rep.ring_bytes = sq_bytes + rq_bytes;
-        qps_.push_back(e.get());
-        qpn_owner_[e->qpn] = cid;
-        c.qps[e->handle] = std::move(e);
-        Msg m = reply(h, Status::ok, &rep, sizeof rep);
-        m.fd = rfd;
-        return m;
+        en.cqs_.push_back(e.get());
+        en.cq_owner_[e->handle] = in.cid;
+        in.c.cqs[e->handle] = std::move(e);
+    } else {
+        // The old ring gets nothing more: the client drains it up to its prod, then polls this one.
+        old->map = std::move(map);
+        old->r = rv;
+        rep.handle = old->handle;
     }
-    case Op::destroy_qp: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.qps.find(r.handle);
-        if (it == c.qps.end()) return bad();
-        QpE* q = it->second.get();
-        const Status s = q->qp.destroy();
-        if (s == Status::ok) {
-            std::erase(qps_, q);
-            qpn_owner_.erase(q->qpn);
-            c.qps.erase(it);
+    return in.with_fd(&rep, sizeof rep, rfd);
+}
+
+Msg Ops::destroy_cq(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::DestroyCqReq>();
+    CqE* q = find(in.c.cqs, r.handle);
+    if (!q) return in.bad();
+    en.route_events();  // its pending events go out (and are acked) first
+    const Status s = q->cq.destroy();
+    if (s == Status::ok) {
+        std::erase(en.cqs_, q);
+        en.cq_owner_.erase(r.handle);
+        in.c.cqs.erase(r.handle);
+    }
+    return in.failed(s);
+}
+
+Msg Ops::req_notify_cq(Engine&, const Req& in) {
+    const auto r = in.body<ctl::NotifyReq>();
+    if (r.solicited_only > 1) return in.field();
+    CqE* q = find(in.c.cqs, r.handle);
+    if (!q) return in.bad();
+    if (!q->events) return in.failed(Status::invalid_argument);  // created without a channel
+    return in.failed(q->cq.req_notify(r.solicited_only));
+}
+
+Msg Ops::create_qp(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::CreateQpReq>();
+    if (r.qp_type != uint8_t(QpType::rc) && r.qp_type != uint8_t(QpType::uc) && r.qp_type != uint8_t(QpType::ud))
+        return in.field();
+    if (r.sq_sig_all > 1) return in.field();
+    Client& c = in.c;
+    PdE* p = find(c.pds, r.pd);
+    CqE* scq = find(c.cqs, r.send_cq);
+    CqE* rcq = find(c.cqs, r.recv_cq);
+    SrqE* srq = nullptr;
+    if (r.srq) {
+        srq = find(c.srqs, r.srq);
+        if (!srq) return in.bad();
+    }
+    if (!p || !scq || !rcq) return in.bad();
+    if (in.full) return in.limit();
+    const DeviceAttr& da = en.dev_.query_device();
+    if (r.cap.max_send_sge > da.max_sge || r.cap.max_recv_sge > da.max_sge || r.cap.max_inline_data > da.max_inline_data)
+        return in.failed(Status::invalid_argument);
+    QpInitAttr ia;
+    ia.send_cq = &scq->cq;
+    ia.recv_cq = &rcq->cq;
+    ia.srq = srq ? &srq->srq : nullptr;
+    ia.cap = r.cap;
+    ia.qp_type = QpType(r.qp_type);
+    ia.sq_sig_all = r.sq_sig_all;
+    auto res = en.dev_.create_qp(p->pd, ia);
+    if (!res.ok()) return in.failed(res.status);
+    const QpCap cap = ia.cap;
+    const uint32_t sesz = shm::send_entry_size(cap.max_send_sge, cap.max_inline_data);
+    const uint32_t resz = shm::recv_entry_size(cap.max_recv_sge);
+    if (sesz > kMaxEntry || resz > kMaxEntry || cap.max_send_sge > 64 || cap.max_recv_sge > 64)
+        return in.failed(Status::invalid_argument);
+    const size_t sq_bytes = shm::ring_bytes(cap.max_send_wr, sesz);
+    const size_t rq_bytes = srq ? 0 : shm::ring_bytes(cap.max_recv_wr, resz);
+    int rfd = -1;
+    Mapping map;
+    if (!make_ring_fd("hcaemu-qp", sq_bytes + rq_bytes, rfd, map)) return in.failed(Status::no_resources);
+    auto e = std::make_unique<QpE>();
+    e->owner = &c;
+    e->handle = res->handle();
+    e->qpn = res->qpn();
+    e->obj = en.dev_.qp(e->handle);
+    e->qp = std::move(res.value);
+    e->sq = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::sq, cap.max_send_wr, sesz);
+    e->has_rq = !srq;
+    if (!srq) e->rq = init_ring(static_cast<uint8_t*>(map.p) + sq_bytes, shm::RingKind::rq, cap.max_recv_wr, resz);
+    e->map = std::move(map);
+    e->init = r;
+    e->init.cap = cap;
+    e->cap = cap;
+    ctl::CreateQpRep rep;
+    rep.handle = e->handle;
+    rep.qpn = e->qpn;
+    rep.cap = cap;
+    rep.sq_offset = 0;
+    rep.rq_offset = srq ? 0 : sq_bytes;
+    rep.ring_bytes = sq_bytes + rq_bytes;
+    en.qps_.push_back(e.get());
+    en.qpn_owner_[e->qpn] = in.cid;
+    c.qps[e->handle] = std::move(e);
+    return in.with_fd(&rep, sizeof rep, rfd);
+}
+
+Msg Ops::destroy_qp(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    auto it = in.c.qps.find(r.handle);
+    if (it == in.c.qps.end()) return in.bad();
+    QpE* q = it->second.get();
+    const Status s = q->qp.destroy();
+    if (s == Status::ok) {
+        std::erase(en.qps_, q);
+        en.qpn_owner_.erase(q->qpn);
+        in.c.qps.erase(it);
+    }
+    return in.failed(s);
+}
+
+Msg Ops::modify_qp(Engine&, const Req& in) {
+    if (!bools_ok(in.b + offsetof(ctl::ModifyQpReq, attr), {kQpAttrBools[0], kQpAttrBools[1], kQpAttrBools[2], kQpAttrBools[3]}))
+        return in.field();
+    const auto r = in.body<ctl::ModifyQpReq>();
+    QpE* q = find(in.c.qps, r.handle);
+    if (!q) return in.bad();
+    // A controlled Q_Key (high-order bit set) is for privileged consumers only (IBTA 10.2.4);
+    // the daemon's clients are not, and Linux's uverbs modify_qp answers EPERM to one without
+    // CAP_NET_RAW. (A send WR's Q_Key with that bit means "the QP's own": that stays allowed.)
+    if ((r.mask & qp_attr::qkey) && (r.attr.qkey & 0x80000000u)) return in.failed(Status::permission_denied);
+    const ModifyResult mr = q->qp.modify(r.attr, r.mask);
+    if (!mr.ok()) in.ctr.inc(DCounter::requests_failed);
+    return reply(in.h, mr.status, nullptr, 0, mr.bits);
+}
+
+Msg Ops::query_qp(Engine&, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    QpE* q = find(in.c.qps, r.handle);
+    if (!q) return in.bad();
+    ctl::QueryQpRep rep{};
+    const Status s = q->qp.query(rep.attr);
+    rep.init = q->init;
+    return s == Status::ok ? in.ok(&rep, sizeof rep) : in.failed(s);
+}
+
+Msg Ops::create_srq(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::CreateSrqReq>();
+    PdE* p = find(in.c.pds, r.pd);
+    if (!p) return in.bad();
+    if (in.full) return in.limit();
+    SrqAttr a = r.attr;
+    if (a.max_sge > 64) return in.failed(Status::invalid_argument);
+    auto res = en.dev_.create_srq(p->pd, a);
+    if (!res.ok()) return in.failed(res.status);
+    const uint32_t esz = shm::recv_entry_size(a.max_sge);
+    if (esz > kMaxEntry) return in.failed(Status::invalid_argument);
+    const size_t bytes = shm::ring_bytes(a.max_wr, esz);
+    int rfd = -1;
+    Mapping map;
+    if (!make_ring_fd("hcaemu-srq", bytes, rfd, map)) return in.failed(Status::no_resources);
+    auto e = std::make_unique<SrqE>();
+    e->owner = &in.c;
+    e->handle = res->handle();
+    e->obj = en.dev_.srq(e->handle);
+    e->srq = std::move(res.value);
+    e->r = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::srq, a.max_wr, esz);
+    e->map = std::move(map);
+    e->max_sge = a.max_sge;
+    ctl::CreateSrqRep rep;
+    rep.handle = e->handle;
+    rep.attr = a;
+    rep.ring_bytes = bytes;
+    en.srqs_.push_back(e.get());
+    en.srq_owner_[e->handle] = in.cid;
+    in.c.srqs[e->handle] = std::move(e);
+    return in.with_fd(&rep, sizeof rep, rfd);
+}
+
+Msg Ops::destroy_srq(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    auto it = in.c.srqs.find(r.handle);
+    if (it == in.c.srqs.end()) return in.bad();
+    SrqE* s = it->second.get();
+    const Status st = s->srq.destroy();
+    if (st == Status::ok) {
+        std::erase(en.srqs_, s);
+        en.srq_owner_.erase(r.handle);
+        in.c.srqs.erase(it);
+    }
+    return in.failed(st);
+}
+
+Msg Ops::modify_srq(Engine&, const Req& in) {
+    const auto r = in.body<ctl::ModifySrqReq>();
+    SrqE* s = find(in.c.srqs, r.handle);
+    if (!s) return in.bad();
+    // The ring was sized at creation: a larger max_wr cannot be granted.
+    if ((r.mask & srq_attr::max_wr) && r.attr.max_wr > s->r.cap) return in.failed(Status::invalid_argument);
+    return in.failed(s->srq.modify(r.attr, r.mask));
+}
+
+Msg Ops::query_srq(Engine&, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    SrqE* s = find(in.c.srqs, r.handle);
+    if (!s) return in.bad();
+    SrqAttr a;
+    const Status st = s->srq.query(a);
+    return st == Status::ok ? in.ok(&a, sizeof a) : in.failed(st);
+}
+
+Msg Ops::create_ah(Engine& en, const Req& in) {
+    if (!bools_ok(in.b + offsetof(ctl::CreateAhReq, attr), {kAhBool})) return in.field();
+    const auto r = in.body<ctl::CreateAhReq>();
+    PdE* p = find(in.c.pds, r.pd);
+    if (!p) return in.bad();
+    if (in.full) return in.limit();
+    auto res = en.dev_.create_ah(p->pd, r.attr);
+    if (!res.ok()) return in.failed(res.status);
+    ctl::HandleRep rep;
+    rep.handle = res->handle();
+    auto e = std::make_unique<AhE>();
+    e->ah = std::move(res.value);
+    e->owner = &in.c;
+    if ((rep.handle >> 8) >= en.ahs_.size()) en.ahs_.resize((rep.handle >> 8) + 1, nullptr);
+    en.ahs_[rep.handle >> 8] = e.get();
+    in.c.ahs[rep.handle] = std::move(e);
+    return in.ok(&rep, sizeof rep);
+}
+
+Msg Ops::destroy_ah(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::HandleReq>();
+    auto it = in.c.ahs.find(r.handle);
+    if (it == in.c.ahs.end()) return in.bad();
+    const Status s = it->second->ah.destroy();
+    if (s == Status::ok) {
+        en.ahs_[r.handle >> 8] = nullptr;
+        in.c.ahs.erase(it);
+    }
+    return in.failed(s);
+}
+
+// CounterSet::daemon: hcaemud's own counters, then gauges.
+api::Counts Ops::daemon_counts(Engine& en) {
+    api::Counts all;
+    for (size_t i = 0; i < size_t(DCounter::count); ++i) all.emplace_back(kDCounterName[i], en.ctr_.get(DCounter(i)));
+    // Gauges: the objects the device holds now, every client's and those waiting to be freed.
+    Device& dev = en.dev_;
+    all.emplace_back("dev_pds", dev.num_pds());
+    all.emplace_back("dev_mrs", dev.num_mrs());
+    all.emplace_back("dev_cqs", dev.num_cqs());
+    all.emplace_back("dev_qps", dev.num_qps());
+    all.emplace_back("dev_srqs", dev.num_srqs());
+    all.emplace_back("dev_ahs", dev.num_ahs());
+    // Bytes malloc has handed out and not had back, every thread's arena (a leak shows
+    // here; RSS also grows with fragmentation and with pages touched for the first time),
+    // and the part of them that grows with the highest handle index ever used, by design:
+    // the device's tables hand out fresh indices until each has used all of its max once.
+    const struct mallinfo2 mi = mallinfo2();
+    all.emplace_back("malloc_in_use", uint64_t(mi.uordblks + mi.hblkhd));
+    all.emplace_back("table_bytes", uint64_t(dev.table_bytes() + en.ahs_.capacity() * sizeof(AhE*)));
+    return all;
+}
+
+Msg Ops::read_counters(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::CountersReq>();
+    if (r.set >= uint8_t(ctl::CounterSet::count)) return in.field();
+    api::Counts all;
+    switch (ctl::CounterSet(r.set)) {
+    case ctl::CounterSet::device: all = api::device_counts(en.dev_.counters()); break;
+    case ctl::CounterSet::net: all = api::net_counts(en.att_.net().net_stats()); break;
+    case ctl::CounterSet::link: all = api::link_counts(en.att_.dpdk()); break;
+    default: all = daemon_counts(en); break;
+    }
+    auto rep = std::make_unique<ctl::CountersRep>();
+    rep->total = uint32_t(all.size());
+    for (size_t i = r.start; i < all.size() && rep->n < ctl::kCountersPerPage; ++i) {
+        put(rep->v[rep->n].name, sizeof rep->v[0].name, all[i].first);
+        rep->v[rep->n].value = all[i].second;
+        ++rep->n;
+    }
+    return in.ok(rep.get(), sizeof(ctl::CountersRep));
+}
+
+Msg Ops::res_list(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::ResListReq>();
+    if (r.kind >= uint8_t(api::ResKind::count)) return in.field();
+    // Only the page returned is built; the objects before it and after it are only counted.
+    auto rep = std::make_unique<ctl::ResListRep>();
+    uint64_t idx = 0;
+    for (auto& [id, cl] : en.clients_) res_of_client(en, id, *cl, api::ResKind(r.kind), r.start, idx, *rep);
+    rep->total = uint32_t(idx);
+    return in.ok(rep.get(), sizeof(ctl::ResListRep));
+}
+
+// One client's objects of `kind` into the page that starts at object `start`; idx counts the
+// objects seen so far (every client's).
+void Ops::res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, uint32_t start, uint64_t& idx,
+                        ctl::ResListRep& rep) {
+    auto skip = [&](size_t k) {  // a whole client's list outside the page
+        if (idx + k > start && rep.n < ctl::kResPerPage) return false;
+        idx += k;
+        return true;
+    };
+    auto want = [&] { return idx++ >= start && rep.n < ctl::kResPerPage; };
+    auto keep = [&](const ResBuilder& rb) { rep.o[rep.n++] = rb.o; };
+    auto base = [&] {
+        ResBuilder rb;
+        rb.o.client = id;
+        rb.o.pid = cl.pid;
+        put(rb.o.comm, sizeof rb.o.comm, cl.comm);
+        return rb;
+    };
+    Device& dev = en.dev_;
+    switch (kind) {
+    case api::ResKind::pd:
+        if (skip(cl.pds.size())) break;
+        for (auto& [hd, p] : cl.pds) {
+            if (!want()) continue;
+            ResBuilder rb = base();
+            if (const PdObj* o = dev.pd(hd)) rb.add(api::res_attrs(*o));
+            keep(rb);
         }
-        return failed(s);
-    }
-    case Op::modify_qp: {
-        if (!bools_ok(b + offsetof(ctl::ModifyQpReq, attr), {kQpAttrBools[0], kQpAttrBools[1], kQpAttrBools[2], kQpAttrBools[3]}))
-            return field();
-        const auto r = body_as<ctl::ModifyQpReq>(b);
-        auto it = c.qps.find(r.handle);
-        if (it == c.qps.end()) return bad();
-        // A controlled Q_Key (high-order bit set) is for privileged consumers only (IBTA 10.2.4);
-        // the daemon's clients are not, and Linux's uverbs modify_qp answers EPERM to one without
-        // CAP_NET_RAW. (A send WR's Q_Key with that bit means "the QP's own": that stays allowed.)
-        if ((r.mask & qp_attr::qkey) && (r.attr.qkey & 0x80000000u)) return failed(Status::permission_denied);
-        const ModifyResult mr = it->second->qp.modify(r.attr, r.mask);
-        if (!mr.ok()) ctr_.inc(DCounter::requests_failed);
-        return reply(h, mr.status, nullptr, 0, mr.bits);
-    }
-    case Op::query_qp: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.qps.find(r.handle);
-        if (it == c.qps.end()) return bad();
-        ctl::QueryQpRep rep{};
-        const Status s = it->second->qp.query(rep.attr);
-        rep.init = it->second->init;
-        return s == Status::ok ? reply(h, s, &rep, sizeof rep) : failed(s);
-    }
-    case Op::create_srq: {
-        const auto r = body_as<ctl::CreateSrqReq>(b);
-        PdE* p = pd_of(r.pd);
-        if (!p) return bad();
-        if (full) return limit();
-        SrqAttr a = r.attr;
-        if (a.max_sge > 64) return failed(Status::invalid_argument);
-        auto res = dev_.create_srq(p->pd, a);
-        if (!res.ok()) return failed(res.status);
-        const uint32_t esz = shm::recv_entry_size(a.max_sge);
-        if (esz > kMaxEntry) return failed(Status::invalid_argument);
-        const size_t bytes = shm::ring_bytes(a.max_wr, esz);
-        int rfd = -1;
-        Mapping map;
-        if (!make_ring_fd("hcaemu-srq", bytes, rfd, map)) return failed(Status::no_resources);
-        auto e = std::make_unique<SrqE>();
-        e->owner = &c;
-        e->handle = res->handle();
-        e->obj = dev_.srq(e->handle);
-        e->srq = std::move(res.value);
-        e->r = init_ring(static_cast<uint8_t*>(map.p), shm::RingKind::srq, a.max_wr, esz);
-        e->map = std::move(map);
-        e->max_sge = a.max_sge;
-        ctl::CreateSrqRep rep;
-        rep.handle = e->handle;
-        rep.attr = a;
-        rep.ring_bytes = bytes;
-        srqs_.push_back(e.get());
-        srq_owner_[e->handle] = cid;
-        c.srqs[e->handle] = std::move(e);
-        Msg m = reply(h, Status::ok, &rep, sizeof rep);
-        m.fd = rfd;
-        return m;
-    }
-    case Op::destroy_srq: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.srqs.find(r.handle);
-        if (it == c.srqs.end()) return bad();
-        SrqE* s = it->second.get();
-        const Status st = s->srq.destroy();
-        if (st == Status::ok) {
-            std::erase(srqs_, s);
-            srq_owner_.erase(r.handle);
-            c.srqs.erase(it);
+        break;
+    case api::ResKind::mr:
+        if (skip(cl.mrs.size())) break;
+        for (auto& [hd, m] : cl.mrs) {
+            if (!want()) continue;
+            ResBuilder rb = base();
+            if (const MrObj* o = dev.mr(hd)) rb.add(api::res_attrs(*o));
+            keep(rb);
         }
-        return failed(st);
-    }
-    case Op::modify_srq: {
-        const auto r = body_as<ctl::ModifySrqReq>(b);
-        auto it = c.srqs.find(r.handle);
-        if (it == c.srqs.end()) return bad();
-        // The ring was sized at creation: a larger max_wr cannot be granted.
-        if ((r.mask & srq_attr::max_wr) && r.attr.max_wr > it->second->r.cap) return failed(Status::invalid_argument);
-        return failed(it->second->srq.modify(r.attr, r.mask));
-    }
-    case Op::query_srq: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.srqs.find(r.handle);
-        if (it == c.srqs.end()) return bad();
-        SrqAttr a;
-        const Status s = it->second->srq.query(a);
-        return s == Status::ok ? reply(h, s, &a, sizeof a) : failed(s);
-    }
-    case Op::create_ah: {
-        if (!bools_ok(b + offsetof(ctl::CreateAhReq, attr), {kAhBool})) return field();
-        const auto r = body_as<ctl::CreateAhReq>(b);
-        PdE* p = pd_of(r.pd);
-        if (!p) return bad();
-        if (full) return limit();
-        auto res = dev_.create_ah(p->pd, r.attr);
-        if (!res.ok()) return failed(res.status);
-        ctl::HandleRep rep;
-        rep.handle = res->handle();
-        auto e = std::make_unique<AhE>();
-        e->ah = std::move(res.value);
-        e->owner = &c;
-        if ((rep.handle >> 8) >= ahs_.size()) ahs_.resize((rep.handle >> 8) + 1, nullptr);
-        ahs_[rep.handle >> 8] = e.get();
-        c.ahs[rep.handle] = std::move(e);
-        return reply(h, Status::ok, &rep, sizeof rep);
-    }
-    case Op::destroy_ah: {
-        const auto r = body_as<ctl::HandleReq>(b);
-        auto it = c.ahs.find(r.handle);
-        if (it == c.ahs.end()) return bad();
-        const Status s = it->second->ah.destroy();
-        if (s == Status::ok) {
-            ahs_[r.handle >> 8] = nullptr;
-            c.ahs.erase(it);
+        break;
+    case api::ResKind::cq:
+        if (skip(cl.cqs.size())) break;
+        for (auto& [hd, q] : cl.cqs) {
+            if (!want()) continue;
+            ResBuilder rb = base();
+            rb.add(api::res_attrs(*q->obj));
+            // completions in the shared ring that the client has not taken yet
+            rb.add("in_ring", q->r.taken - q->r.h->cons.load(std::memory_order_relaxed));
+            keep(rb);
         }
-        return failed(s);
-    }
-    case Op::read_counters: {
-        const auto r = body_as<ctl::CountersReq>(b);
-        if (r.set >= uint8_t(ctl::CounterSet::count)) return field();
-        api::Counts all;
-        switch (ctl::CounterSet(r.set)) {
-        case ctl::CounterSet::device: all = api::device_counts(dev_.counters()); break;
-        case ctl::CounterSet::net: all = api::net_counts(att_.net().net_stats()); break;
-        case ctl::CounterSet::link: all = api::link_counts(att_.dpdk()); break;
-        default:
-            for (size_t i = 0; i < size_t(DCounter::count); ++i) all.emplace_back(kDCounterName[i], ctr_.get(DCounter(i)));
-            // Gauges: the objects the device holds now, every client's and those waiting to be freed.
-            all.emplace_back("dev_pds", dev_.num_pds());
-            all.emplace_back("dev_mrs", dev_.num_mrs());
-            all.emplace_back("dev_cqs", dev_.num_cqs());
-            all.emplace_back("dev_qps", dev_.num_qps());
-            all.emplace_back("dev_srqs", dev_.num_srqs());
-            all.emplace_back("dev_ahs", dev_.num_ahs());
-            // Bytes malloc has handed out and not had back, every thread's arena (a leak shows
-            // here; RSS also grows with fragmentation and with pages touched for the first time),
-            // and the part of them that grows with the highest handle index ever used, by design:
-            // the device's tables hand out fresh indices until each has used all of its max once.
-            {
-                const struct mallinfo2 mi = mallinfo2();
-                all.emplace_back("malloc_in_use", uint64_t(mi.uordblks + mi.hblkhd));
-                all.emplace_back("table_bytes", uint64_t(dev_.table_bytes() + ahs_.capacity() * sizeof(AhE*)));
-            }
-            break;
+        break;
+    case api::ResKind::qp:
+        if (skip(cl.qps.size())) break;
+        for (auto& [hd, q] : cl.qps) {
+            if (!want()) continue;
+            ResBuilder rb = base();
+            rb.add(api::res_attrs(*q->obj));
+            keep(rb);
         }
-        auto rep = std::make_unique<ctl::CountersRep>();
-        rep->total = uint32_t(all.size());
-        for (size_t i = r.start; i < all.size() && rep->n < ctl::kCountersPerPage; ++i) {
-            put(rep->v[rep->n].name, sizeof rep->v[0].name, all[i].first);
-            rep->v[rep->n].value = all[i].second;
-            ++rep->n;
-        }
-        return reply(h, Status::ok, rep.get(), sizeof(ctl::CountersRep));
-    }
-    case Op::res_list: {
-        const auto r = body_as<ctl::ResListReq>(b);
-        if (r.kind >= uint8_t(api::ResKind::count)) return field();
-        // Only the page returned is built; the objects before it and after it are only counted.
-        auto rep = std::make_unique<ctl::ResListRep>();
-        uint64_t idx = 0;
-        auto skip = [&](size_t k) {  // a whole client's list outside the page
-            if (idx + k > r.start && rep->n < ctl::kResPerPage) return false;
-            idx += k;
-            return true;
-        };
-        auto want = [&] { return idx++ >= r.start && rep->n < ctl::kResPerPage; };
-        auto keep = [&](const ResBuilder& rb) { rep->o[rep->n++] = rb.o; };
-        for (auto& kv : clients_) {  // not a structured binding: clang 14 cannot capture one
-            const uint32_t id = kv.first;
-            Client* cl = kv.second.get();
-            auto base = [&] {
-                ResBuilder rb;
-                rb.o.client = id;
-                rb.o.pid = cl->pid;
-                put(rb.o.comm, sizeof rb.o.comm, cl->comm);
-                return rb;
-            };
-            switch (api::ResKind(r.kind)) {
-            case api::ResKind::pd:
-                if (skip(cl->pds.size())) break;
-                for (auto& [hd, p] : cl->pds) {
-                    if (!want()) continue;
-                    ResBuilder rb = base();
-                    if (const PdObj* o = dev_.pd(hd)) rb.add(api::res_attrs(*o));
-                    keep(rb);
-                }
-                break;
-            case api::ResKind::mr:
-                if (skip(cl->mrs.size())) break;
-                for (auto& [hd, m] : cl->mrs) {
-                    if (!want()) continue;
-                    ResBuilder rb = base();
-                    if (const MrObj* o = dev_.mr(hd)) rb.add(api::res_attrs(*o));
-                    keep(rb);
-                }
-                break;
-            case api::ResKind::cq:
-                if (skip(cl->cqs.size())) break;
-                for (auto& [hd, q] : cl->cqs) {
-                    if (!want()) continue;
-                    ResBuilder rb = base();
-                    rb.add(api::res_attrs(*q->obj));
-                    // completions in the shared ring that the client has not taken yet
-                    rb.add("in_ring", q->r.taken - q->r.h->cons.load(std::memory_order_relaxed));
-                    keep(rb);
-                }
-                break;
-            case api::ResKind::qp:
-                if (skip(cl->qps.size())) break;
-                for (auto& [hd, q] : cl->qps) {
-                    if (!want()) continue;
-                    ResBuilder rb = base();
-                    rb.add(api::res_attrs(*q->obj));
-                    keep(rb);
-                }
-                break;
-            default:
-                if (skip(cl->srqs.size())) break;
-                for (auto& [hd, s] : cl->srqs) {
-                    if (!want()) continue;
-                    ResBuilder rb = base();
-                    rb.add(api::res_attrs(*s->obj));
-                    keep(rb);
-                }
-                break;
-            }
-        }
-        rep->total = uint32_t(idx);
-        return reply(h, Status::ok, rep.get(), sizeof(ctl::ResListRep));
-    }
-    case Op::resolve: {
-        const auto r = body_as<ctl::ResolveReq>(b);
-        Gid g;
-        std::memcpy(g.data(), r.gid, 16);
-        pkt::Mac mac{};
-        const port::NeighborState st = att_.net().resolve(g, mac);
-        ctl::ResolveRep rep;
-        rep.state = uint8_t(st == port::NeighborState::reachable ? ctl::Neighbor::resolved
-                            : st == port::NeighborState::failed  ? ctl::Neighbor::failed
-                                                                 : ctl::Neighbor::pending);
-        if (st == port::NeighborState::reachable) std::memcpy(rep.mac, mac.data(), 6);
-        return reply(h, Status::ok, &rep, sizeof rep);
-    }
+        break;
     default:
+        if (skip(cl.srqs.size())) break;
+        for (auto& [hd, s] : cl.srqs) {
+            if (!want()) continue;
+            ResBuilder rb = base();
+            rb.add(api::res_attrs(*s->obj));
+            keep(rb);
+        }
         break;
     }
-    if (fd >= 0) close_client_fd(fd);
-    return reply(h, Status::not_supported);
+}
+
+Msg Ops::resolve(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::ResolveReq>();
+    Gid g;
+    std::memcpy(g.data(), r.gid, 16);
+    pkt::Mac mac{};
+    const port::NeighborState st = en.att_.net().resolve(g, mac);
+    ctl::ResolveRep rep;
+    rep.state = uint8_t(st == port::NeighborState::reachable ? ctl::Neighbor::resolved
+                        : st == port::NeighborState::failed  ? ctl::Neighbor::failed
+                                                             : ctl::Neighbor::pending);
+    if (st == port::NeighborState::reachable) std::memcpy(rep.mac, mac.data(), 6);
+    return in.ok(&rep, sizeof rep);
 }
 
 }  // namespace hcaemu::daemon
