@@ -19,6 +19,7 @@
 
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/inspect.hpp"
+#include "tools/libhcaemu/proto_attr.hpp"
 
 namespace hcaemu::daemon {
 
@@ -633,27 +634,12 @@ T body_as(const uint8_t* b) {
     return t;
 }
 
-// A bool field must hold 0 or 1 before the bytes become a struct with a bool in it.
-bool bools_ok(const uint8_t* b, std::initializer_list<size_t> offs) {
-    for (size_t o : offs)
-        if (b[o] > 1) return false;
-    return true;
-}
-constexpr size_t kAhBool = offsetof(AhAttr, is_global);
-constexpr size_t kQpAttrBools[] = {offsetof(QpAttr, ah_attr) + kAhBool, offsetof(QpAttr, alt_ah_attr) + kAhBool,
-                                   offsetof(QpAttr, en_sqd_async_notify), offsetof(QpAttr, sq_draining)};
-
-void put(char* dst, size_t n, const std::string& s) {
-    std::memset(dst, 0, n);
-    std::memcpy(dst, s.data(), std::min(s.size(), n - 1));
-}
-
 struct ResBuilder {
     ctl::ResObj o{};
     void add(const char* name, const std::string& v) {
         if (o.nattr >= ctl::kResAttrs) return;
-        put(o.a[o.nattr].name, sizeof o.a[0].name, name);
-        put(o.a[o.nattr].value, sizeof o.a[0].value, v);
+        ctl::put_str(o.a[o.nattr].name, name);
+        ctl::put_str(o.a[o.nattr].value, v);
         ++o.nattr;
     }
     void add(const char* name, uint64_t v) { add(name, std::to_string(v)); }
@@ -680,6 +666,9 @@ struct Ops {
 
         template <class T>
         T body() const { return body_as<T>(b); }
+        // The body with its bool fields checked (proto_attr.hpp); false: one is not 0 or 1.
+        template <class T>
+        bool decode(T& out) const { return ctl::decode(b, out); }
         Msg ok(const void* body = nullptr, size_t n = 0) const { return reply(h, Status::ok, body, n); }
         Msg with_fd(const void* body, size_t n, int rfd) const {
             Msg m = reply(h, Status::ok, body, n);
@@ -720,7 +709,7 @@ struct Ops {
     static Msg dereg_mr(Engine& en, const Req& in);
     static Msg create_cq(Engine& en, const Req& in);
     static Msg resize_cq(Engine& en, const Req& in);
-    static Msg cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CreateCqReq& cr);
+    static Msg cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CqInit& cr);
     static Msg destroy_cq(Engine& en, const Req& in);
     static Msg req_notify_cq(Engine& en, const Req& in);
     static Msg create_qp(Engine& en, const Req& in);
@@ -798,37 +787,7 @@ Msg Ops::hello(Engine& en, const Req& in) {  // the io thread added the client; 
 }
 
 Msg Ops::query_device(Engine& en, const Req& in) {
-    const DeviceAttr& a = en.dev_.query_device();
-    ctl::DeviceAttrW w{};
-    put(w.fw_ver, sizeof w.fw_ver, a.fw_ver);
-    w.node_guid = a.node_guid;
-    w.sys_image_guid = a.sys_image_guid;
-    w.max_mr_size = a.max_mr_size;
-    w.page_size_cap = a.page_size_cap;
-    w.vendor_id = a.vendor_id;
-    w.vendor_part_id = a.vendor_part_id;
-    w.hw_ver = a.hw_ver;
-    w.max_qp = a.max_qp;
-    w.max_qp_wr = a.max_qp_wr;
-    w.device_cap_flags = a.device_cap_flags;
-    w.max_sge = a.max_sge;
-    w.max_sge_rd = a.max_sge_rd;
-    w.max_cq = a.max_cq;
-    w.max_cqe = a.max_cqe;
-    w.max_mr = a.max_mr;
-    w.max_pd = a.max_pd;
-    w.max_qp_rd_atom = a.max_qp_rd_atom;
-    w.max_res_rd_atom = a.max_res_rd_atom;
-    w.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
-    w.max_ah = a.max_ah;
-    w.max_srq = a.max_srq;
-    w.max_srq_wr = a.max_srq_wr;
-    w.max_srq_sge = a.max_srq_sge;
-    w.max_inline_data = a.max_inline_data;
-    w.max_pkeys = a.max_pkeys;
-    w.atomic_cap = uint8_t(a.atomic_cap);
-    w.local_ca_ack_delay = a.local_ca_ack_delay;
-    w.phys_port_cnt = a.phys_port_cnt;
+    const ctl::DeviceAttrW w = ctl::encode(en.dev_.query_device());
     return in.ok(&w, sizeof w);
 }
 
@@ -918,8 +877,8 @@ Msg Ops::dereg_mr(Engine&, const Req& in) {
 }
 
 Msg Ops::create_cq(Engine& en, const Req& in) {
-    const auto cr = in.body<ctl::CreateCqReq>();
-    if (cr.events > 1) return in.field();
+    ctl::CqInit cr;
+    if (!ctl::decode(in.body<ctl::CreateCqReq>(), cr)) return in.field();
     if (in.full) return in.limit();
     if (cr.cqe < 1 || uint32_t(cr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
     auto res = en.dev_.create_cq(cr.cqe, cr.events ? &in.c.ch : nullptr, cr.cq_context);
@@ -938,7 +897,7 @@ Msg Ops::resize_cq(Engine& en, const Req& in) {
 }
 
 // The ring of a CQ just created (`created`) or resized (`old`), and the reply that passes it.
-Msg Ops::cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CreateCqReq& cr) {
+Msg Ops::cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::CqInit& cr) {
     const uint32_t cap = uint32_t(created ? created->cqe() : old->cq.cqe());
     const size_t bytes = shm::ring_bytes(cap, sizeof(shm::Cqe));
     int rfd = -1;
@@ -995,10 +954,9 @@ Msg Ops::req_notify_cq(Engine&, const Req& in) {
 }
 
 Msg Ops::create_qp(Engine& en, const Req& in) {
-    const auto r = in.body<ctl::CreateQpReq>();
-    if (r.qp_type != uint8_t(QpType::rc) && r.qp_type != uint8_t(QpType::uc) && r.qp_type != uint8_t(QpType::ud))
-        return in.field();
-    if (r.sq_sig_all > 1) return in.field();
+    const auto req = in.body<ctl::CreateQpReq>();
+    ctl::QpInit r;
+    if (!ctl::decode(req, r)) return in.field();
     Client& c = in.c;
     PdE* p = find(c.pds, r.pd);
     CqE* scq = find(c.cqs, r.send_cq);
@@ -1018,7 +976,7 @@ Msg Ops::create_qp(Engine& en, const Req& in) {
     ia.recv_cq = &rcq->cq;
     ia.srq = srq ? &srq->srq : nullptr;
     ia.cap = r.cap;
-    ia.qp_type = QpType(r.qp_type);
+    ia.qp_type = r.qp_type;
     ia.sq_sig_all = r.sq_sig_all;
     auto res = en.dev_.create_qp(p->pd, ia);
     if (!res.ok()) return in.failed(res.status);
@@ -1042,7 +1000,7 @@ Msg Ops::create_qp(Engine& en, const Req& in) {
     e->has_rq = !srq;
     if (!srq) e->rq = init_ring(static_cast<uint8_t*>(map.p) + sq_bytes, shm::RingKind::rq, cap.max_recv_wr, resz);
     e->map = std::move(map);
-    e->init = r;
+    e->init = req;
     e->init.cap = cap;
     e->cap = cap;
     ctl::CreateQpRep rep;
@@ -1073,9 +1031,8 @@ Msg Ops::destroy_qp(Engine& en, const Req& in) {
 }
 
 Msg Ops::modify_qp(Engine&, const Req& in) {
-    if (!bools_ok(in.b + offsetof(ctl::ModifyQpReq, attr), {kQpAttrBools[0], kQpAttrBools[1], kQpAttrBools[2], kQpAttrBools[3]}))
-        return in.field();
-    const auto r = in.body<ctl::ModifyQpReq>();
+    ctl::ModifyQpReq r;
+    if (!in.decode(r)) return in.field();
     QpE* q = find(in.c.qps, r.handle);
     if (!q) return in.bad();
     // A controlled Q_Key (high-order bit set) is for privileged consumers only (IBTA 10.2.4);
@@ -1163,8 +1120,8 @@ Msg Ops::query_srq(Engine&, const Req& in) {
 }
 
 Msg Ops::create_ah(Engine& en, const Req& in) {
-    if (!bools_ok(in.b + offsetof(ctl::CreateAhReq, attr), {kAhBool})) return in.field();
-    const auto r = in.body<ctl::CreateAhReq>();
+    ctl::CreateAhReq r;
+    if (!in.decode(r)) return in.field();
     PdE* p = find(in.c.pds, r.pd);
     if (!p) return in.bad();
     if (in.full) return in.limit();
@@ -1228,7 +1185,7 @@ Msg Ops::read_counters(Engine& en, const Req& in) {
     auto rep = std::make_unique<ctl::CountersRep>();
     rep->total = uint32_t(all.size());
     for (size_t i = r.start; i < all.size() && rep->n < ctl::kCountersPerPage; ++i) {
-        put(rep->v[rep->n].name, sizeof rep->v[0].name, all[i].first);
+        ctl::put_str(rep->v[rep->n].name, all[i].first);
         rep->v[rep->n].value = all[i].second;
         ++rep->n;
     }
@@ -1261,7 +1218,7 @@ void Ops::res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, 
         ResBuilder rb;
         rb.o.client = id;
         rb.o.pid = cl.pid;
-        put(rb.o.comm, sizeof rb.o.comm, cl.comm);
+        ctl::put_str(rb.o.comm, cl.comm);
         return rb;
     };
     Device& dev = en.dev_;

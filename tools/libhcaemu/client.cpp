@@ -29,6 +29,7 @@
 #include "tools/attach/attach.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/proto.hpp"
+#include "tools/libhcaemu/proto_attr.hpp"
 #include "tools/libhcaemu/remap.hpp"
 #include "tools/libhcaemu/ring.hpp"
 #include "tools/libhcaemu/shm.hpp"
@@ -669,9 +670,16 @@ public:
     }
     Status query(QpAttr& attr, QpInitAttr* init = nullptr) override {
         if (!h_) return Status::bad_handle;
-        ctl::QueryQpRep rep;
-        const Status s = call2(*c_, ctl::Op::query_qp, ctl::HandleReq{h_, 0}, rep);
+        // Its QpAttr's bools are checked before the bytes become one (proto_attr.hpp).
+        uint8_t raw[sizeof(ctl::QueryQpRep)];
+        const ctl::HandleReq req{h_, 0};
+        const Status s = c_->call(ctl::Op::query_qp, &req, sizeof req, raw, sizeof raw);
         if (s != Status::ok) return s;
+        ctl::QueryQpRep rep;
+        if (!ctl::decode(raw, rep)) {
+            ++c_->replies_dropped;
+            return Status::invalid_argument;
+        }
         attr = rep.attr;
         state_ = attr.qp_state;
         if (init) {
@@ -717,43 +725,6 @@ struct BufRec {
     int fd;
 };
 
-DeviceAttr from_wire(const ctl::DeviceAttrW& w) {
-    DeviceAttr a;
-    a.fw_ver.assign(w.fw_ver, strnlen(w.fw_ver, sizeof(w.fw_ver)));
-    a.node_guid = w.node_guid;
-    a.sys_image_guid = w.sys_image_guid;
-    a.max_mr_size = w.max_mr_size;
-    a.page_size_cap = w.page_size_cap;
-    a.vendor_id = w.vendor_id;
-    a.vendor_part_id = w.vendor_part_id;
-    a.hw_ver = w.hw_ver;
-    a.max_qp = w.max_qp;
-    a.max_qp_wr = w.max_qp_wr;
-    a.device_cap_flags = w.device_cap_flags;
-    a.max_sge = w.max_sge;
-    a.max_sge_rd = w.max_sge_rd;
-    a.max_cq = w.max_cq;
-    a.max_cqe = w.max_cqe;
-    a.max_mr = w.max_mr;
-    a.max_pd = w.max_pd;
-    a.max_qp_rd_atom = w.max_qp_rd_atom;
-    a.max_res_rd_atom = w.max_res_rd_atom;
-    a.max_qp_init_rd_atom = w.max_qp_init_rd_atom;
-    a.max_ah = w.max_ah;
-    a.max_srq = w.max_srq;
-    a.max_srq_wr = w.max_srq_wr;
-    a.max_srq_sge = w.max_srq_sge;
-    a.max_inline_data = w.max_inline_data;
-    a.max_pkeys = w.max_pkeys;
-    a.atomic_cap = AtomicCap(w.atomic_cap);
-    a.local_ca_ack_delay = w.local_ca_ack_delay;
-    a.phys_port_cnt = w.phys_port_cnt;
-    return a;
-}
-
-template <size_t N>
-std::string fixed_str(const char (&s)[N]) { return std::string(s, strnlen(s, N)); }
-
 class ClientContext final : public Context {
 public:
     ClientContext() : c_(std::make_shared<Conn>()) {}
@@ -788,7 +759,7 @@ public:
             err = std::string("query_device failed: ") + hcaemu::name(s);
             return false;
         }
-        attr_ = from_wire(dw);
+        attr_ = ctl::decode(dw);
         if (Status s = query_port(1, port_); s != Status::ok) {
             err = std::string("query_port failed: ") + hcaemu::name(s);
             return false;
@@ -884,10 +855,7 @@ public:
     Result<std::unique_ptr<Cq>> create_cq(int cqe, CompChannel* channel, uint64_t cq_context) override {
         auto* ch = dynamic_cast<ChanImpl*>(channel);
         if (channel && !ch) return {Status::invalid_argument, nullptr};
-        ctl::CreateCqReq req;
-        req.cqe = cqe;
-        req.events = ch ? 1 : 0;
-        req.cq_context = cq_context;
+        const ctl::CreateCqReq req = ctl::encode(ctl::CqInit{cqe, ch != nullptr, cq_context});
         ctl::CreateCqRep rep;
         int fd = -1;
         const Status s = call2(*c_, ctl::Op::create_cq, req, rep, -1, &fd);
@@ -899,14 +867,15 @@ public:
     }
     Result<std::unique_ptr<Qp>> create_qp(Pd& pd, QpInitAttr& init) override {
         if (!init.send_cq || !init.recv_cq) return {Status::invalid_argument, nullptr};
-        ctl::CreateQpReq req;
-        req.pd = pd.handle();
-        req.send_cq = init.send_cq->handle();
-        req.recv_cq = init.recv_cq->handle();
-        req.srq = init.srq ? init.srq->handle() : 0;
-        req.cap = init.cap;
-        req.qp_type = uint8_t(init.qp_type);
-        req.sq_sig_all = init.sq_sig_all;
+        ctl::QpInit qi;
+        qi.pd = pd.handle();
+        qi.send_cq = init.send_cq->handle();
+        qi.recv_cq = init.recv_cq->handle();
+        qi.srq = init.srq ? init.srq->handle() : 0;
+        qi.cap = init.cap;
+        qi.qp_type = init.qp_type;
+        qi.sq_sig_all = init.sq_sig_all;
+        const ctl::CreateQpReq req = ctl::encode(qi);
         ctl::CreateQpRep rep;
         int fd = -1;
         const Status s = call2(*c_, ctl::Op::create_qp, req, rep, -1, &fd);
@@ -1011,7 +980,7 @@ public:
                 if (Status s = c_->call(ctl::Op::read_counters, &req, sizeof(req), rep.get(), sizeof(*rep)); s != Status::ok)
                     return s;
                 const uint32_t n = std::min(rep->n, ctl::kCountersPerPage);
-                for (uint32_t i = 0; i < n; ++i) sets[set]->emplace_back(fixed_str(rep->v[i].name), rep->v[i].value);
+                for (uint32_t i = 0; i < n; ++i) sets[set]->emplace_back(ctl::get_str(rep->v[i].name), rep->v[i].value);
                 start += n;
                 if (n == 0 || start >= rep->total) break;
             }
@@ -1035,9 +1004,9 @@ public:
                 ResEntry e;
                 e.client = o.client;
                 e.pid = o.pid;
-                e.comm = fixed_str(o.comm);
+                e.comm = ctl::get_str(o.comm);
                 for (uint32_t k = 0; k < std::min(o.nattr, ctl::kResAttrs); ++k)
-                    e.attrs.emplace_back(fixed_str(o.a[k].name), fixed_str(o.a[k].value));
+                    e.attrs.emplace_back(ctl::get_str(o.a[k].name), ctl::get_str(o.a[k].value));
                 out.push_back(std::move(e));
             }
             start += n;
