@@ -172,6 +172,8 @@ struct DeviceAttr {             // ibv_device_attr, with rxe-like defaults
     uint8_t phys_port_cnt = 1;
 };
 
+constexpr size_t kGidTableLen = 16;  // GID table slots per port (the used ones first)
+
 struct PortAttr {               // ibv_port_attr
     PortState state = PortState::active;
     Mtu max_mtu = Mtu::mtu4096;

@@ -54,7 +54,7 @@ void check_queries(ibv_context* ctx) {
           "ibv_query_device_ex (inline, through verbs_context): no ODP, no DM, no extended caps");
     ibv_port_attr pa{};
     check(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET &&
-              pa.active_mtu == IBV_MTU_1024 && pa.max_mtu == IBV_MTU_4096 && pa.gid_tbl_len == 2 && pa.pkey_tbl_len == 1 &&
+              pa.active_mtu == IBV_MTU_1024 && pa.max_mtu == IBV_MTU_4096 && pa.gid_tbl_len == 16 && pa.pkey_tbl_len == 1 &&
               pa.lid == 0,
           "ibv_query_port: ACTIVE, Ethernet, MTU 1024 of 4096, 2 GIDs, 1 P_Key, LID 0");
     errno = 0;
@@ -67,7 +67,14 @@ void check_queries(ibv_context* ctx) {
               be64toh(g.global.interface_id) == 0x505400fffe180001ull,
           "ibv_query_gid 0: fe80::5054:ff:fe18:1 (the MAC's link-local)");
     errno = 0;
-    check(ibv_query_gid(ctx, 1, 2, &g) == -1 && errno == EINVAL, "ibv_query_gid 2 (past gid_tbl_len): -1, EINVAL");
+    check(ibv_query_gid(ctx, 1, 16, &g) == -1 && errno == EINVAL, "ibv_query_gid 16 (past gid_tbl_len): -1, EINVAL");
+    std::memset(&g, 0xAA, sizeof g);
+    check(ibv_query_gid(ctx, 1, 2, &g) == 0 && g.global.subnet_prefix == 0 && g.global.interface_id == 0,
+          "ibv_query_gid 2 (an empty slot): 0, the zero GID");
+    {
+        ibv_gid_entry empty{};
+        check(ibv_query_gid_ex(ctx, 1, 2, &empty, 0) == ENODATA, "ibv_query_gid_ex 2 (an empty slot): ENODATA");
+    }
     ibv_gid_entry ge{};
     check(ibv_query_gid_ex(ctx, 1, 1, &ge, 0) == 0 && ge.gid_type == IBV_GID_TYPE_ROCE_V2 && ge.gid_index == 1 &&
               ge.port_num == 1 && std::memcmp(ge.gid.raw, v4, 16) == 0,

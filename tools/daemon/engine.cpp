@@ -647,6 +647,25 @@ void put(char* dst, size_t n, const std::string& s) {
     std::memcpy(dst, s.data(), std::min(s.size(), n - 1));
 }
 
+// Maps [offset, offset + length) of a client's memfd (checked by the io thread) and closes the fd.
+// Whole pages of the fd's own size: 4096 for a memfd, the huge page size for a hugetlb memfd
+// (st_blksize; hugetlbfs maps only whole huge pages).
+bool map_region(int fd, uint64_t offset, uint64_t length, Mapping& out, uint8_t*& at) {
+    struct stat sb{};
+    uint64_t page = 4096;
+    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
+        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
+        page = uint64_t(sb.st_blksize);
+    const uint64_t start = offset & ~(page - 1);
+    const uint64_t span = ((offset - start) + length + page - 1) & ~(page - 1);
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
+    close(fd);
+    if (m == MAP_FAILED) return false;
+    out = Mapping(m, span);
+    at = static_cast<uint8_t*>(m) + (offset - start);
+    return true;
+}
+
 struct ResBuilder {
     ctl::ResObj o{};
     void add(const char* name, const std::string& v) {
@@ -698,6 +717,12 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
     auto cq_of = [&](uint32_t handle) -> CqE* {
         auto it = c.cqs.find(handle);
         return it == c.cqs.end() ? nullptr : it->second.get();
+    };
+    auto bad_fd = [&] {
+        ctr_.error(ctl::Error::bad_fd);
+        Msg e = reply(h, Status::invalid_argument);
+        reinterpret_cast<ctl::ReplyHdr*>(e.bytes.data())->error = uint8_t(ctl::Error::bad_fd);
+        return e;
     };
     const bool full = c.objects() >= max_objects_;
 
@@ -787,26 +812,10 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
             close_client_fd(fd);
             return limit();
         }
-        // Mapped in the fd's own pages: 4096 for a memfd, the huge page size for a hugetlb memfd
-        // (st_blksize; hugetlbfs maps only whole huge pages).
-        struct stat sb{};
-        uint64_t page = 4096;
-        if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
-            (sb.st_blksize & (sb.st_blksize - 1)) == 0)
-            page = uint64_t(sb.st_blksize);
-        const uint64_t start = r.offset & ~(page - 1);
-        const uint64_t span = ((r.offset - start) + r.length + page - 1) & ~(page - 1);
-        void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
-        close(fd);
-        if (m == MAP_FAILED) {
-            ctr_.error(ctl::Error::bad_fd);
-            Msg e = reply(h, Status::invalid_argument);
-            reinterpret_cast<ctl::ReplyHdr*>(e.bytes.data())->error = uint8_t(ctl::Error::bad_fd);
-            return e;
-        }
         auto e = std::make_unique<MrE>();
-        e->map = Mapping(m, span);
-        auto res = dev_.reg_mr(p->pd, static_cast<uint8_t*>(m) + (r.offset - start), r.length, r.iova, r.access);
+        uint8_t* at = nullptr;
+        if (!map_region(fd, r.offset, r.length, e->map, at)) return bad_fd();
+        auto res = dev_.reg_mr(p->pd, at, r.length, r.iova, r.access);
         if (!res.ok()) return failed(res.status);
         ctl::RegMrRep rep;
         rep.handle = res->handle();
@@ -817,6 +826,32 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
         e->length = r.length;
         e->access = r.access;
         c.mrs[rep.handle] = std::move(e);
+        return reply(h, Status::ok, &rep, sizeof rep);
+    }
+    case Op::rereg_mr: {
+        const auto r = body_as<ctl::ReregMrReq>(b);
+        auto it = c.mrs.find(r.handle);
+        PdE* p = (r.flags & rereg::change_pd) ? pd_of(r.pd) : nullptr;
+        if (it == c.mrs.end() || ((r.flags & rereg::change_pd) && !p)) {
+            if (fd >= 0) close_client_fd(fd);
+            return bad();
+        }
+        MrE& m = *it->second;
+        Mapping map;
+        uint8_t* at = nullptr;
+        if (fd >= 0 && !map_region(fd, r.offset, r.length, map, at)) return bad_fd();
+        const Status s = m.mr.rereg(r.flags, p ? &p->pd : nullptr, at, r.length, r.access, r.iova);
+        if (s != Status::ok) return failed(s);  // `map` (if any) is unmapped; the MR is as it was
+        if (fd >= 0) {
+            m.map = std::move(map);  // the old pages are unmapped now, no longer named by the MR
+            m.iova = r.iova;
+            m.length = r.length;
+        }
+        if (r.flags & rereg::change_access) m.access = r.access;
+        ctl::RegMrRep rep;
+        rep.handle = r.handle;
+        rep.lkey = m.mr.lkey();
+        rep.rkey = m.mr.rkey();
         return reply(h, Status::ok, &rep, sizeof rep);
     }
     case Op::dereg_mr: {
@@ -851,6 +886,10 @@ Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
             if (!res.ok()) return failed(res.status);
             cq = std::move(res.value);
         } else {
+            // As ibv_resize_cq: never below the CQEs still to poll, in the client's ring and ours.
+            const uint64_t cons = std::min(old->r.h->cons.load(std::memory_order_acquire), old->r.taken);
+            const uint64_t queued = std::min<uint64_t>(old->r.taken - cons, old->r.cap) + old->obj->ring.count();
+            if (uint64_t(cqe) < queued) return failed(Status::invalid_argument);
             const Status s = old->cq.resize(cqe);
             if (s != Status::ok) return failed(s);
         }

@@ -43,6 +43,11 @@ public:
     uint32_t rkey() const override { return h_.rkey(); }
     uint64_t addr() const override { return h_.addr(); }
     uint64_t length() const override { return h_.length(); }
+    Status rereg(uint32_t flags, Pd* pd, void* addr, size_t length, uint32_t access) override {
+        auto* p = dynamic_cast<LocalPd*>(pd);
+        if ((flags & rereg::change_pd) && (!p || p->owner() != at_.get())) return Status::bad_handle;
+        return h_ ? h_.rereg(flags, p ? &p->inner() : nullptr, addr, length, access) : Status::bad_handle;
+    }
 
 private:
     AttachedPtr at_;
