@@ -281,6 +281,10 @@ std::shared_ptr<Node> open_node(Dev& d) {
         std::fprintf(stderr, "libibverbs (hcaemu): %s: %s\n", d.dev.name, err.c_str());
         return nullptr;
     }
+    // DPDK's EAL pinned this thread (the program's) to its lcore. Pinned, a program that busy-polls
+    // waits for that one CPU while it holds the node's lock, and the progress thread with it: seen
+    // for seconds facing rxe on a loaded machine. The program keeps the CPUs it had.
+    if (have_cpus && d.spec == "local") (void)sched_setaffinity(0, sizeof cpus, &cpus);
     auto n = std::make_shared<Node>();
     n->api = std::move(c);
     n->local = d.spec == "local";
