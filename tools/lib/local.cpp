@@ -44,7 +44,7 @@ public:
     uint64_t addr() const override { return h_.addr(); }
     uint64_t length() const override { return h_.length(); }
     Status rereg(uint32_t flags, Pd* pd, void* addr, size_t length, uint32_t access) override {
-        auto* p = dynamic_cast<LocalPd*>(pd);
+        auto* p = (flags & rereg::change_pd) ? dynamic_cast<LocalPd*>(pd) : nullptr;
         if ((flags & rereg::change_pd) && (!p || p->owner() != at_.get())) return Status::bad_handle;
         return h_ ? h_.rereg(flags, p ? &p->inner() : nullptr, addr, length, access) : Status::bad_handle;
     }
