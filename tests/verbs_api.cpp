@@ -46,13 +46,16 @@ void check_queries(ibv_context* ctx) {
     ibv_device_attr da{};
     check(ibv_query_device(ctx, &da) == 0 && da.phys_port_cnt == 1 && da.max_qp == 65536 && da.max_cqe == 32767 &&
               da.atomic_cap == IBV_ATOMIC_HCA && da.max_mw == 0 && da.max_mcast_grp == 0 &&
-              be64toh(da.node_guid) == 0x505400fffe180001ull && da.sys_image_guid == da.node_guid,
-          "ibv_query_device: 1 port, 65536 QPs, 32767 CQEs, ATOMIC_HCA, no MW/multicast, GUID 5054:00ff:fe18:0001");
+              be64toh(da.node_guid) == 0x505400fffe180001ull && da.sys_image_guid == da.node_guid &&
+              da.device_cap_flags == (IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_UD_AV_PORT_ENFORCE |
+                                      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN),
+          "ibv_query_device: 1 port, 65536 QPs, 32767 CQEs, ATOMIC_HCA, no MW/multicast, GUID 5054:00ff:fe18:0001, "
+          "cap flags: P_Key/Q_Key counters, AV port enforced, sys image GUID, RNR NAKs");
     ibv_device_attr_ex dx{};
     check(ibv_query_device_ex(ctx, nullptr, &dx) == 0 && dx.orig_attr.max_qp == 65536 && dx.comp_mask == 0 &&
-              dx.odp_caps.general_caps == 0 && dx.device_cap_flags_ex == 0 && dx.max_dm_size == 0 &&
+              dx.odp_caps.general_caps == 0 && dx.device_cap_flags_ex == da.device_cap_flags && dx.max_dm_size == 0 &&
               dx.phys_port_cnt_ex == 1,
-          "ibv_query_device_ex (inline, through verbs_context): no ODP, no DM, no extended caps");
+          "ibv_query_device_ex (inline, through verbs_context): no ODP, no DM, no extended caps beyond the base flags");
     ibv_port_attr pa{};
     check(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET &&
               pa.active_mtu == IBV_MTU_1024 && pa.max_mtu == IBV_MTU_4096 && pa.gid_tbl_len == 16 && pa.pkey_tbl_len == 1 &&
