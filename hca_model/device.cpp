@@ -238,6 +238,7 @@ uint32_t Mr::lkey() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; retu
 uint32_t Mr::rkey() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->rkey : 0; }
 uint64_t Mr::addr() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->iova : 0; }
 uint64_t Mr::length() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->length : 0; }
+uint32_t Mr::access() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->access : 0; }
 
 Status Mr::rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t acc, std::optional<uint64_t> iova) {
     return dev_ ? dev_->rereg_mr(h_, flags, pd, addr, length, acc, iova) : Status::bad_handle;

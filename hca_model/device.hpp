@@ -76,6 +76,7 @@ public:
     uint32_t rkey() const;
     uint64_t addr() const;
     uint64_t length() const;
+    uint32_t access() const;
     // ibv_rereg_mr: the same keys name the region with its new PD, pages or access; all or nothing.
     // `iova`: the new translation's address for SGEs and peers (default: addr itself).
     Status rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access,

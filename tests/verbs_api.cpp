@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -129,6 +130,25 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
     errno = 0;
     check(!ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) && errno == EOPNOTSUPP,
           "ibv_reg_mr with ON_DEMAND: NULL, EOPNOTSUPP");
+    {
+        // Pages that are not there, or not writable for a write access: EFAULT, as the kernel's
+        // pinning answers; bad access flags are EINVAL before the pages are looked at.
+        auto* hole = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        munmap(hole + 4096, 4096);
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole, 3 * 4096, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT, "ibv_reg_mr over a hole: NULL, EFAULT");
+        mprotect(hole, 4096, PROT_READ);
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
+              "ibv_reg_mr of read-only pages with LOCAL_WRITE: NULL, EFAULT");
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole + 4096, 4096, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL,
+              "ibv_reg_mr REMOTE_WRITE without LOCAL_WRITE over a hole: NULL, EINVAL first");
+        ibv_mr* ro = ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_REMOTE_READ);
+        check(ro && ibv_dereg_mr(ro) == 0, "ibv_reg_mr of read-only pages for REMOTE_READ: registered");
+        munmap(hole, 4096);
+        munmap(hole + 2 * 4096, 4096);
+    }
     errno = 0;
     check(!ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 3, IBV_ACCESS_LOCAL_WRITE) && errno == EOPNOTSUPP,
           "ibv_reg_dmabuf_mr: NULL, EOPNOTSUPP");

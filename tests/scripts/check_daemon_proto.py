@@ -31,7 +31,7 @@ ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_o
                                   "fd_unexpected limit shutting_down".split())}
 ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
                                  "missing_attr attr_not_allowed queue_full too_many_sge bad_lkey inline_too_large "
-                                 "opcode_not_allowed no_ah bad_qp_state misaligned permission_denied".split())}
+                                 "opcode_not_allowed no_ah bad_qp_state misaligned permission_denied bad_address".split())}
 EV_ASYNC, EV_SHUTDOWN, EV_CQ = EVENT | 2, EVENT | 3, EVENT | 1
 IP = "198.18.7.1"
 GID = bytes(10) + b"\xff\xff" + socket.inet_aton(IP)
