@@ -82,7 +82,9 @@ void Device::rebuild_gids() {
         if (a) gids_.push_back({pkt::ipv4_mapped_gid(a)});
     for (const Gid& g : port_cfg_.ipv6)
         if (g != Gid{}) gids_.push_back({g});
-    port_.gid_tbl_len = int(gids_.size());
+    // A fixed-size table with empty slots after the used ones, as hardware has (rxe: 1024 entries);
+    // an empty slot reads as the zero GID (ibv_query_gid) or ENODATA (ibv_query_gid_ex).
+    port_.gid_tbl_len = int(std::max(gids_.size(), kGidTableLen));
 }
 
 Status Device::query_port(uint8_t port_num, PortAttr& out) const {
@@ -189,12 +191,14 @@ Result<Mr> Device::reg_mr(const Pd& pdh, void* addr, size_t length, uint64_t iov
     return {Status::ok, Mr(this, m->handle)};
 }
 
-Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, size_t length, uint32_t acc) {
+Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, size_t length, uint32_t acc,
+                        std::optional<uint64_t> iova) {
     MrObj* m = mr(h);
     if (!m) return Status::bad_handle;
     if (flags == 0 || (flags & ~(rereg::change_translation | rereg::change_pd | rereg::change_access)))
         return Status::invalid_argument;
-    if (m->pins) return Status::busy;
+    // Posted WQEs (their pins) do not block it: the DMA engine checks every access against the
+    // region as it is then, so a WQE that names the old pages fails (rxe; rdma-core's test_mr).
     PdObj* np = m->pd;
     if (flags & rereg::change_pd) {
         np = pdh && pdh->device() == this ? pd(pdh->handle()) : nullptr;
@@ -206,11 +210,11 @@ Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, s
     if (Status s = check_mr_args(attr_, na, nl, nacc); s != Status::ok) return s;
     // A new translation names the region by its new address (ibv_rereg_mr); otherwise the iova
     // stays, also for an MR registered with its own iova.
-    const uint64_t niova = flags & rereg::change_translation ? uint64_t(reinterpret_cast<uintptr_t>(na)) : m->iova;
+    const uint64_t niova =
+        flags & rereg::change_translation ? iova.value_or(uint64_t(reinterpret_cast<uintptr_t>(na))) : m->iova;
     if (Status s = check_iova(niova, nl); s != Status::ok) return s;
-    // All checks passed: change everything at once, with new keys.
-    const uint32_t idx = h >> 8;
-    const uint8_t gen = mrs_.bump(idx);
+    // All checks passed: change everything at once. The keys stay (as rxe's and mlx5's rereg: a
+    // peer's cached R_Key still names the region, now with its new rights, PD or pages).
     --m->pd->users;
     ++np->users;
     m->pd = np;
@@ -218,7 +222,6 @@ Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, s
     m->iova = niova;
     m->length = nl;
     m->access = nacc;
-    m->handle = m->lkey = m->rkey = idx << 8 | gen;
     return Status::ok;
 }
 
@@ -235,12 +238,10 @@ uint32_t Mr::lkey() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; retu
 uint32_t Mr::rkey() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->rkey : 0; }
 uint64_t Mr::addr() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->iova : 0; }
 uint64_t Mr::length() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->length : 0; }
+uint32_t Mr::access() const { const MrObj* m = dev_ ? dev_->mr(h_) : nullptr; return m ? m->access : 0; }
 
-Status Mr::rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t acc) {
-    if (!dev_) return Status::bad_handle;
-    const Status s = dev_->rereg_mr(h_, flags, pd, addr, length, acc);
-    if (s == Status::ok) h_ = dev_->mrs_.gen(h_ >> 8) | (h_ & ~0xFFu);
-    return s;
+Status Mr::rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t acc, std::optional<uint64_t> iova) {
+    return dev_ ? dev_->rereg_mr(h_, flags, pd, addr, length, acc, iova) : Status::bad_handle;
 }
 
 Status Mr::destroy() {
@@ -396,7 +397,7 @@ Status Device::destroy_srq(uint32_t h) {
     if (!s) return Status::bad_handle;
     if (s->users) return Status::busy;
     for (uint64_t n = s->rq.head; n < s->rq.tail; ++n)
-        unpin(&s->sges[(n % s->rq.cap()) * s->attr.max_sge], s->rq.at(n).num_sge);
+        unpin(s->rq.at(n), &s->sges[(n % s->rq.cap()) * s->attr.max_sge]);
     --s->pd->users;
     srqs_.erase(h >> 8);
     return Status::ok;

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 
 #include "hca_model/counters.hpp"
@@ -75,8 +76,11 @@ public:
     uint32_t rkey() const;
     uint64_t addr() const;
     uint64_t length() const;
-    // New keys every time (the 8-bit variant advances), so the old ones stop matching.
-    Status rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access);
+    uint32_t access() const;
+    // ibv_rereg_mr: the same keys name the region with its new PD, pages or access; all or nothing.
+    // `iova`: the new translation's address for SGEs and peers (default: addr itself).
+    Status rereg(uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access,
+                 std::optional<uint64_t> iova = std::nullopt);
     Status destroy();  // EBUSY while a request in flight uses it
 private:
     void reset() { if (dev_) (void)destroy(); }
@@ -290,7 +294,8 @@ private:
 
     Status dealloc_pd(uint32_t h);
     Status dereg_mr(uint32_t h);
-    Status rereg_mr(uint32_t h, uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access);
+    Status rereg_mr(uint32_t h, uint32_t flags, const Pd* pd, void* addr, size_t length, uint32_t access,
+                    std::optional<uint64_t> iova = std::nullopt);
     Status destroy_cq(uint32_t h);
     Status resize_cq(uint32_t h, int cqe);
     Status destroy_qp(uint32_t h);
@@ -306,7 +311,8 @@ private:
     Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write) const;
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
     void flush(QpObj* qp, bool sq = true, bool rq = true);  // outstanding WRs complete with IBV_WC_WR_FLUSH_ERR
-    void unpin(const Sge* sges, uint32_t n);
+    void unpin(const RecvWqe& w, const Sge* sges);
+    void fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, bool keys_valid);
     void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds
     void rebuild_gids();
     void to_error(QpObj* qp, const EventType* event);

@@ -78,7 +78,7 @@ Status Device::destroy_qp(uint32_t h) {
     for (CqObj* c : {q->send_cq, q->recv_cq})
         c->qps.erase(std::remove(c->qps.begin(), c->qps.end(), q), c->qps.end());
     for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
-    for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->recv_sges(n), q->rq.at(n).num_sge);
+    for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->rq.at(n), q->recv_sges(n));
     --q->pd->users;
     if (SrqObj* s = q->srq) {
         --s->users;
@@ -179,9 +179,13 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
     if (next == QpState::reset && cur != QpState::reset) {
         // RESET discards every WQE without completions and forgets the connection (IBTA ch. 10, QP states).
         for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
-        for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->recv_sges(n), q->rq.at(n).num_sge);
+        for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->rq.at(n), q->recv_sges(n));
         q->sq.clear();
         q->rq.clear();
+        // Its CQEs not yet polled go too, as providers clean the CQs at RESET (mlx5, mlx4): a QP
+        // brought back from ERR must not find its old flush completions (rdma-core's test_mr).
+        q->send_cq->purge(q->qpn);
+        if (q->recv_cq != q->send_cq) q->recv_cq->purge(q->qpn);
         const QpCap kept = x.cap;  // not `cap`: clang -Wshadow (qp_attr::cap is in scope)
         x = QpAttr{};
         x.cap = kept;
@@ -220,8 +224,9 @@ void Device::retire_send(QpObj* q, Wc wc) {
     if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
 }
 
-void Device::unpin(const Sge* sges, uint32_t n) {
-    for (uint32_t i = 0; i < n; ++i)
+void Device::unpin(const RecvWqe& w, const Sge* sges) {
+    if (!w.pinned) return;
+    for (uint32_t i = 0; i < w.num_sge; ++i)
         if (MrObj* m = mr_by_key(sges[i].lkey)) --m->pins;
 }
 
@@ -241,7 +246,7 @@ void Device::flush(QpObj* q, bool sq, bool rq) {
     while (rq && !q->rq.empty()) {
         const uint64_t n = q->rq.head++;
         const RecvWqe& w = q->rq.at(n);
-        unpin(q->recv_sges(n), w.num_sge);
+        unpin(w, q->recv_sges(n));
         Wc wc;
         wc.wr_id = w.wr_id;
         wc.status = WcStatus::wr_flush_err;
@@ -389,26 +394,32 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->rq.full()) return Status::queue_full;
-        if (Status s = validate_sges(q->pd, wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge, true); s != Status::ok)
-            return s;
+        // A bad L_Key is not a posting error: the WQE fails when used, a local protection error
+        // the responder NAKs as Remote Operational Error (rxe's post_recv checks no keys either).
+        const Status s = validate_sges(q->pd, wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge, true);
+        if (s != Status::ok && s != Status::bad_lkey) return s;
         const uint64_t n = q->rq.tail;
-        RecvWqe& w = q->rq.at(n);
-        w.wr_id = wr->wr_id;
-        w.num_sge = uint32_t(wr->num_sge);
-        w.length = 0;
-        // Receive buffers stay pinned until the responder takes the WQE or it is flushed.
-        Sge* dst = &q->rq_sges[(n % q->rq.cap()) * q->attr.cap.max_recv_sge];
-        for (int i = 0; i < wr->num_sge; ++i) {
-            dst[i] = wr->sg_list[i];
-            w.length += wr->sg_list[i].length;
-            ++mr_by_key(dst[i].lkey)->pins;
-        }
+        fill_recv(q->rq.at(n), *wr, &q->rq_sges[(n % q->rq.cap()) * q->attr.cap.max_recv_sge], s == Status::ok);
         ++q->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
     if (q->state() == QpState::err) flush(q);
     else if (listener_) listener_->rq_doorbell(*q);
     return Status::ok;
+}
+
+// Receive buffers whose keys were valid stay pinned until the responder takes the WQE or it is
+// flushed; the others are not (nothing to pin), and their first access fails.
+void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, bool keys_valid) {
+    w.wr_id = wr.wr_id;
+    w.num_sge = uint32_t(wr.num_sge);
+    w.length = 0;
+    w.pinned = keys_valid;
+    for (int i = 0; i < wr.num_sge; ++i) {
+        dst[i] = wr.sg_list[i];
+        w.length += wr.sg_list[i].length;
+        if (keys_valid) ++mr_by_key(dst[i].lkey)->pins;
+    }
 }
 
 Status Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
@@ -423,19 +434,10 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (s->rq.full()) return Status::queue_full;
-        if (Status st = validate_sges(s->pd, wr->sg_list, wr->num_sge, s->attr.max_sge, true); st != Status::ok)
-            return st;
+        const Status st = validate_sges(s->pd, wr->sg_list, wr->num_sge, s->attr.max_sge, true);
+        if (st != Status::ok && st != Status::bad_lkey) return st;  // a bad L_Key fails at use
         const uint64_t n = s->rq.tail;
-        RecvWqe& w = s->rq.at(n);
-        w.wr_id = wr->wr_id;
-        w.num_sge = uint32_t(wr->num_sge);
-        w.length = 0;
-        Sge* dst = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
-        for (int i = 0; i < wr->num_sge; ++i) {
-            dst[i] = wr->sg_list[i];
-            w.length += wr->sg_list[i].length;
-            ++mr_by_key(dst[i].lkey)->pins;
-        }
+        fill_recv(s->rq.at(n), *wr, &s->sges[(n % s->rq.cap()) * s->attr.max_sge], st == Status::ok);
         ++s->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -455,7 +457,7 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
         const uint64_t n = s->rq.head++;
         wqe = s->rq.at(n);
         const Sge* src = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
-        unpin(src, wqe.num_sge);  // from here the DMA engine checks each access itself
+        unpin(wqe, src);  // from here the DMA engine checks each access itself
         wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
         std::copy(src, src + wqe.num_sge, sges.begin());
         // The limit event fires once when the SRQ falls below the armed limit (IBTA ch. 10: SRQ limit).
@@ -469,7 +471,7 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
     const uint64_t n = q->rq.head++;
     wqe = q->rq.at(n);
     const Sge* src = q->recv_sges(n);
-    unpin(src, wqe.num_sge);
+    unpin(wqe, src);
     wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
     std::copy(src, src + wqe.num_sge, sges.begin());
     return true;

@@ -54,12 +54,20 @@ struct CqObj {
     uint32_t events_delivered = 0;
     uint32_t events_acked = 0;
     std::vector<QpObj*> qps;      // attached as send or receive CQ (or both)
+    // Drops the unpolled CQEs of QP `qpn`, keeping the others in order (a QP entering RESET).
+    void purge(uint32_t qpn) {
+        uint64_t w = ring.tail;
+        for (uint64_t r = ring.tail; r-- > ring.head;)
+            if (ring.at(r).qp_num != qpn) ring.at(--w) = ring.at(r);
+        ring.head = w;
+    }
 };
 
 struct RecvWqe {
     uint64_t wr_id = 0;
     uint32_t num_sge = 0;
     uint64_t length = 0;          // sum of the SGE lengths
+    bool pinned = false;          // its MRs are pinned (every lkey was valid when posted)
 };
 
 struct SrqObj {

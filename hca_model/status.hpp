@@ -27,13 +27,14 @@ enum class Status : uint8_t {
     bad_qp_state,      // EINVAL: post_send before RTS, post_recv in RESET
     misaligned,        // EINVAL: atomic address not 8-byte aligned
     permission_denied, // EPERM: a privileged attribute from an unprivileged consumer (controlled Q_Key)
+    bad_address,       // EFAULT: memory to register is not mapped, or not writable for write access
     count,
 };
 constexpr size_t kStatusCount = size_t(Status::count);
 inline constexpr std::array<const char*, kStatusCount> kStatusName = {
     "ok", "invalid_argument", "no_resources", "busy", "bad_handle", "not_supported",
     "bad_transition", "missing_attr", "attr_not_allowed", "queue_full", "too_many_sge", "bad_lkey",
-    "inline_too_large", "opcode_not_allowed", "no_ah", "bad_qp_state", "misaligned", "permission_denied",
+    "inline_too_large", "opcode_not_allowed", "no_ah", "bad_qp_state", "misaligned", "permission_denied", "bad_address",
 };
 inline const char* name(Status s) { return size_t(s) < kStatusCount ? kStatusName[size_t(s)] : "?"; }
 
@@ -46,6 +47,7 @@ constexpr int to_errno(Status s) {
     case Status::busy: return 16;         // EBUSY
     case Status::not_supported: return 95;  // EOPNOTSUPP
     case Status::permission_denied: return 1;  // EPERM
+    case Status::bad_address: return 14;  // EFAULT (the kernel's ib_umem_get)
     default: return 22;                   // EINVAL
     }
 }

@@ -140,6 +140,11 @@ namespace srq_attr {  // enum ibv_srq_attr_mask
 constexpr uint32_t max_wr = 1u << 0, limit = 1u << 1;
 }
 
+namespace device_cap {  // enum ibv_device_cap_flags (the bits hcaemu sets)
+constexpr uint32_t bad_pkey_cntr = 1u << 1, bad_qkey_cntr = 1u << 2, ud_av_port_enforce = 1u << 6,
+                   sys_image_guid = 1u << 11, rc_rnr_nak_gen = 1u << 12;
+}
+
 struct DeviceAttr {             // ibv_device_attr, with rxe-like defaults
     std::string fw_ver = "0.1.0";
     uint64_t node_guid = 0;
@@ -151,7 +156,11 @@ struct DeviceAttr {             // ibv_device_attr, with rxe-like defaults
     uint32_t hw_ver = 0;
     uint32_t max_qp = 0x10000;
     uint32_t max_qp_wr = 0x4000;
-    uint32_t device_cap_flags = 0;
+    // What hcaemu does (enum ibv_device_cap_flags): P_Key and Q_Key violation counters, AH port
+    // checked, sys_image_guid, RNR NAKs generated. Not: SRQ resize, memory windows, XRC, N-notify.
+    uint32_t device_cap_flags = device_cap::bad_pkey_cntr | device_cap::bad_qkey_cntr |
+                                device_cap::ud_av_port_enforce | device_cap::sys_image_guid |
+                                device_cap::rc_rnr_nak_gen;
     uint32_t max_sge = 32;
     uint32_t max_sge_rd = 32;
     uint32_t max_cq = 0x4000;
@@ -171,6 +180,8 @@ struct DeviceAttr {             // ibv_device_attr, with rxe-like defaults
     uint8_t local_ca_ack_delay = 15;
     uint8_t phys_port_cnt = 1;
 };
+
+constexpr size_t kGidTableLen = 16;  // GID table slots per port (the used ones first)
 
 struct PortAttr {               // ibv_port_attr
     PortState state = PortState::active;

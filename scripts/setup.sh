@@ -13,6 +13,7 @@ PKGS=(
   tshark python3-scapy               # independent decoders for cross-checks
   qemu-system-x86 busybox-static cpio kmod iproute2 tcpdump   # interop: the rxe guest (scripts/interop)
   ibverbs-utils ibverbs-providers perftest                    # interop: the guest's rdma-core tools
+  python3-pyverbs                    # rdma-core's own test suite against hcaemu's libibverbs (suite verbs)
 )
 
 missing=()

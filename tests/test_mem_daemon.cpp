@@ -452,15 +452,15 @@ TEST_CASE("remap alone: refusals name the reason") {
     void* hole = ::mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(hole != MAP_FAILED);
     ::munmap(static_cast<char*>(hole) + kPage, kPage);
-    CHECK(api::remap::share(hole, 3 * kPage, false, sh, err) == Status::invalid_argument);
+    CHECK(api::remap::share(hole, 3 * kPage, false, sh, err) == Status::bad_address);
     CHECK(err.find("is not mapped") != std::string::npos);
     CHECK(api::remap::last_error() == err);
     // Read-only pages with write access; PROT_NONE.
     ::mprotect(hole, kPage, PROT_READ);
-    CHECK(api::remap::share(hole, 100, true, sh, err) == Status::invalid_argument);
+    CHECK(api::remap::share(hole, 100, true, sh, err) == Status::bad_address);
     CHECK(err.find("read-only memory") != std::string::npos);
     ::mprotect(hole, kPage, PROT_NONE);
-    CHECK(api::remap::share(hole, 100, false, sh, err) == Status::invalid_argument);
+    CHECK(api::remap::share(hole, 100, false, sh, err) == Status::bad_address);
     CHECK(err.find("not readable") != std::string::npos);
     ::munmap(hole, kPage);
     ::munmap(static_cast<char*>(hole) + 2 * kPage, kPage);
@@ -558,9 +558,9 @@ TEST_CASE("daemon: read-only pages register for local read; write access is refu
     REQUIRE(ro != MAP_FAILED);
     fill(ro, 2 * kPage, 7);
     REQUIRE(::mprotect(ro, 2 * kPage, PROT_READ) == 0);
-    CHECK(p.a.ctx->reg_mr(*p.a.pd, ro, 100, access::local_write).status == Status::invalid_argument);
+    CHECK(p.a.ctx->reg_mr(*p.a.pd, ro, 100, access::local_write).status == Status::bad_address);
     CHECK(api::remap::last_error().find("read-only memory") != std::string::npos);
-    CHECK(p.a.ctx->reg_mr(*p.a.pd, ro, 100, access::remote_write | access::local_write).status == Status::invalid_argument);
+    CHECK(p.a.ctx->reg_mr(*p.a.pd, ro, 100, access::remote_write | access::local_write).status == Status::bad_address);
     auto mr = p.a.ctx->reg_mr(*p.a.pd, ro + 10, 5000, access::remote_read);
     REQUIRE(mr.status == Status::ok);
     CHECK(maps_line(ro).find(" r--s ") != std::string::npos);

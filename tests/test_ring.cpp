@@ -337,6 +337,32 @@ TEST_CASE("poll_cq takes CQEs between cons and prod, converts them, and stores c
     CHECK(r.hdr->cons.load() == 10);
 }
 
+TEST_CASE("purge_cq drops one QP's unpolled CQEs across the wrap, keeps the rest in order, never past prod") {
+    FakeRing r(shm::RingKind::cq, 4, sizeof(shm::Cqe));
+    ring::View v = attach_ok(r, shm::RingKind::cq, 4, sizeof(shm::Cqe));
+    auto put = [&](uint64_t n, uint64_t wr_id, uint32_t qpn) {
+        shm::Cqe c{};
+        c.wr_id = wr_id;
+        c.qp_num = qpn;
+        std::memcpy(r.entry(uint32_t(n % 4)), &c, sizeof(c));
+    };
+    r.hdr->prod.store(2);
+    r.hdr->cons.store(2);
+    // Entries 2..5 live in slots 2, 3, 0, 1: QPs 7, 9, 7, 9.
+    for (uint64_t n = 2; n < 6; ++n) put(n, 100 + n, n % 2 ? 9 : 7);
+    r.hdr->prod.store(6);
+    ring::purge_cq(v, 7);
+    CHECK(r.hdr->prod.load() == 6);
+    CHECK(r.hdr->cons.load() == 4);
+    Wc wc[4];
+    REQUIRE(ring::poll_cq(v, wc) == 2);
+    CHECK(wc[0].wr_id == 103);
+    CHECK(wc[1].wr_id == 105);
+    CHECK(wc[0].qp_num == 9);
+    ring::purge_cq(v, 9);  // empty: nothing moves
+    CHECK(r.hdr->cons.load() == 6);
+}
+
 TEST_CASE("a completion keeps every field through the CQ ring's format (to_cqe, to_wc)") {
     Wc w;
     w.wr_id = 0x0102030405060708ull;

@@ -6,7 +6,9 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,16 +47,19 @@ void check_queries(ibv_context* ctx) {
     ibv_device_attr da{};
     check(ibv_query_device(ctx, &da) == 0 && da.phys_port_cnt == 1 && da.max_qp == 65536 && da.max_cqe == 32767 &&
               da.atomic_cap == IBV_ATOMIC_HCA && da.max_mw == 0 && da.max_mcast_grp == 0 &&
-              be64toh(da.node_guid) == 0x505400fffe180001ull && da.sys_image_guid == da.node_guid,
-          "ibv_query_device: 1 port, 65536 QPs, 32767 CQEs, ATOMIC_HCA, no MW/multicast, GUID 5054:00ff:fe18:0001");
+              be64toh(da.node_guid) == 0x505400fffe180001ull && da.sys_image_guid == da.node_guid &&
+              da.device_cap_flags == (IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_UD_AV_PORT_ENFORCE |
+                                      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN),
+          "ibv_query_device: 1 port, 65536 QPs, 32767 CQEs, ATOMIC_HCA, no MW/multicast, GUID 5054:00ff:fe18:0001, "
+          "cap flags: P_Key/Q_Key counters, AV port enforced, sys image GUID, RNR NAKs");
     ibv_device_attr_ex dx{};
     check(ibv_query_device_ex(ctx, nullptr, &dx) == 0 && dx.orig_attr.max_qp == 65536 && dx.comp_mask == 0 &&
-              dx.odp_caps.general_caps == 0 && dx.device_cap_flags_ex == 0 && dx.max_dm_size == 0 &&
+              dx.odp_caps.general_caps == 0 && dx.device_cap_flags_ex == da.device_cap_flags && dx.max_dm_size == 0 &&
               dx.phys_port_cnt_ex == 1,
-          "ibv_query_device_ex (inline, through verbs_context): no ODP, no DM, no extended caps");
+          "ibv_query_device_ex (inline, through verbs_context): no ODP, no DM, no extended caps beyond the base flags");
     ibv_port_attr pa{};
     check(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET &&
-              pa.active_mtu == IBV_MTU_1024 && pa.max_mtu == IBV_MTU_4096 && pa.gid_tbl_len == 2 && pa.pkey_tbl_len == 1 &&
+              pa.active_mtu == IBV_MTU_1024 && pa.max_mtu == IBV_MTU_4096 && pa.gid_tbl_len == 16 && pa.pkey_tbl_len == 1 &&
               pa.lid == 0,
           "ibv_query_port: ACTIVE, Ethernet, MTU 1024 of 4096, 2 GIDs, 1 P_Key, LID 0");
     errno = 0;
@@ -67,7 +72,14 @@ void check_queries(ibv_context* ctx) {
               be64toh(g.global.interface_id) == 0x505400fffe180001ull,
           "ibv_query_gid 0: fe80::5054:ff:fe18:1 (the MAC's link-local)");
     errno = 0;
-    check(ibv_query_gid(ctx, 1, 2, &g) == -1 && errno == EINVAL, "ibv_query_gid 2 (past gid_tbl_len): -1, EINVAL");
+    check(ibv_query_gid(ctx, 1, 16, &g) == -1 && errno == EINVAL, "ibv_query_gid 16 (past gid_tbl_len): -1, EINVAL");
+    std::memset(&g, 0xAA, sizeof g);
+    check(ibv_query_gid(ctx, 1, 2, &g) == 0 && g.global.subnet_prefix == 0 && g.global.interface_id == 0,
+          "ibv_query_gid 2 (an empty slot): 0, the zero GID");
+    {
+        ibv_gid_entry empty{};
+        check(ibv_query_gid_ex(ctx, 1, 2, &empty, 0) == ENODATA, "ibv_query_gid_ex 2 (an empty slot): ENODATA");
+    }
     ibv_gid_entry ge{};
     check(ibv_query_gid_ex(ctx, 1, 1, &ge, 0) == 0 && ge.gid_type == IBV_GID_TYPE_ROCE_V2 && ge.gid_index == 1 &&
               ge.port_num == 1 && std::memcmp(ge.gid.raw, v4, 16) == 0,
@@ -118,6 +130,25 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
     errno = 0;
     check(!ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) && errno == EOPNOTSUPP,
           "ibv_reg_mr with ON_DEMAND: NULL, EOPNOTSUPP");
+    {
+        // Pages that are not there, or not writable for a write access: EFAULT, as the kernel's
+        // pinning answers; bad access flags are EINVAL before the pages are looked at.
+        auto* hole = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        munmap(hole + 4096, 4096);
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole, 3 * 4096, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT, "ibv_reg_mr over a hole: NULL, EFAULT");
+        mprotect(hole, 4096, PROT_READ);
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT,
+              "ibv_reg_mr of read-only pages with LOCAL_WRITE: NULL, EFAULT");
+        errno = 0;
+        check(!ibv_reg_mr(pd, hole + 4096, 4096, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL,
+              "ibv_reg_mr REMOTE_WRITE without LOCAL_WRITE over a hole: NULL, EINVAL first");
+        ibv_mr* ro = ibv_reg_mr(pd, hole, 4096, IBV_ACCESS_REMOTE_READ);
+        check(ro && ibv_dereg_mr(ro) == 0, "ibv_reg_mr of read-only pages for REMOTE_READ: registered");
+        munmap(hole, 4096);
+        munmap(hole + 2 * 4096, 4096);
+    }
     errno = 0;
     check(!ibv_reg_dmabuf_mr(pd, 0, 4096, 0, 3, IBV_ACCESS_LOCAL_WRITE) && errno == EOPNOTSUPP,
           "ibv_reg_dmabuf_mr: NULL, EOPNOTSUPP");
@@ -390,6 +421,11 @@ void check_async(ibv_context* ctx, ibv_pd* pd) {
 }  // namespace
 
 int main() {
+    // The program's CPUs before the local HCA's EAL starts (meson's EAL has -l 0).
+    cpu_set_t before, after;
+    CPU_ZERO(&before);
+    CPU_ZERO(&after);
+    const bool got_before = sched_getaffinity(0, sizeof before, &before) == 0;
     int num = -1;
     ibv_device** list = ibv_get_device_list(&num);
     check(list && num == 1 && list[0] && std::strcmp(ibv_get_device_name(list[0]), "hcaemu0") == 0 && !list[1],
@@ -402,6 +438,11 @@ int main() {
     ibv_free_device_list(list);
     check(ctx != nullptr, "ibv_open_device");
     if (!ctx) return 1;
+    // DPDK pins the thread that starts the EAL to its lcore; the program did not ask for that, and
+    // pinned it waits for that one CPU holding the HCA's lock (interop under load: seconds).
+    const bool got_after = sched_getaffinity(0, sizeof after, &after) == 0;
+    check(got_before && got_after && CPU_EQUAL(&before, &after),
+          "the program's thread keeps its CPUs after the local HCA's EAL start (got: that many)", CPU_COUNT(&after));
     check_queries(ctx);
     ibv_pd* pd = ibv_alloc_pd(ctx);
     ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);

@@ -60,6 +60,9 @@ BASE_PORT=18600        # each case gets its own TCP port: no listener of one cas
 # tool: pingpong = ibv_rc_pingpong / hcaemu pingpong; anything else = perftest's ib_TOOL /
 # hcaemu perf TOOL. Guest-side flags added: pingpong `-d rxe0 -g 1`, perftest `-d rxe0 -x 1 -F`;
 # hcaemu side: `-g 1` / `-x 1 -F` (GID 1 is the IPv4-mapped one on both).
+# A name starting with lib- runs Debian's own program on hcaemu's side too, unmodified, through
+# hcaemu's libibverbs (`hcaemu exec --eal ... --ip ... -- ib_TOOL -d hcaemu0 -x 1 -F ...` or
+# `... -- ibv_rc_pingpong -d hcaemu0 -g 1 ...`; docs/verbs.md): the same program on both sides.
 # A name starting with v6- runs over IPv6 GIDs: hcaemu gets --ip 2001:2::10/64 (its GID 1 then),
 # the guest uses the index rxe gave 2001:2::2 (found in sysfs by the guest-ipv6 check).
 CASE_TABLE='
@@ -143,6 +146,30 @@ v6-loss5-read_bw-8192-rxe_srv | read_bw   | rxe    | -s 8192 -n 32              
 v6-loss5-read_bw-8192-hcaemu_srv | read_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
 v6-loss5-send_bw-8192-rxe_srv | send_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
 v6-loss5-send_bw-8192-hcaemu_srv | send_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
+lib-pingpong-4096-rxe_srv    | pingpong   | rxe    | -s 4096 -n 50 -c               |         | 60
+lib-pingpong-4096-hcaemu_srv | pingpong   | hcaemu | -s 4096 -n 50 -c               |         | 60
+lib-write_bw-8192-rxe_srv    | write_bw   | rxe    | -s 8192 -n 20                  |         | 60
+lib-write_bw-8192-hcaemu_srv | write_bw   | hcaemu | -s 8192 -n 20                  |         | 60
+lib-read_bw-8192-rxe_srv     | read_bw    | rxe    | -s 8192 -n 20                  |         | 60
+lib-read_bw-8192-hcaemu_srv  | read_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+lib-send_bw-8192-rxe_srv     | send_bw    | rxe    | -s 8192 -n 20                  |         | 60
+lib-send_bw-8192-hcaemu_srv  | send_bw    | hcaemu | -s 8192 -n 20                  |         | 60
+lib-atomic_bw-fadd-rxe_srv   | atomic_bw  | rxe    | -A FETCH_AND_ADD -n 20         |         | 60
+lib-atomic_bw-fadd-hcaemu_srv | atomic_bw | hcaemu | -A FETCH_AND_ADD -n 20         |         | 60
+lib-send_lat-64-rxe_srv      | send_lat   | rxe    | -s 64 -n 20                    |         | 60
+lib-send_lat-64-hcaemu_srv   | send_lat   | hcaemu | -s 64 -n 20                    |         | 60
+lib-loss5-pingpong-4096-rxe_srv | pingpong | rxe   | -s 4096 -n 50 -c               | noack loss 5% | 120
+lib-loss5-pingpong-4096-hcaemu_srv | pingpong | hcaemu | -s 4096 -n 50 -c           | noack loss 5% | 120
+lib-loss5-write_bw-8192-rxe_srv | write_bw | rxe    | -s 8192 -n 32                  | loss 5% | 120
+lib-loss5-write_bw-8192-hcaemu_srv | write_bw | hcaemu | -s 8192 -n 32               | loss 5% | 120
+lib-loss5-read_bw-8192-rxe_srv | read_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+lib-loss5-read_bw-8192-hcaemu_srv | read_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
+lib-loss5-send_bw-8192-rxe_srv | send_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 120
+lib-loss5-send_bw-8192-hcaemu_srv | send_bw | hcaemu | -s 8192 -n 32                 | loss 5% | 120
+lib-loss5-atomic_bw-fadd-rxe_srv | atomic_bw | rxe  | -A FETCH_AND_ADD -n 32         | loss 5% | 120
+lib-loss5-atomic_bw-fadd-hcaemu_srv | atomic_bw | hcaemu | -A FETCH_AND_ADD -n 32    | loss 5% | 120
+lib-loss5-send_lat-64-rxe_srv | send_lat   | rxe    | -s 64 -n 32                    | loss 5% | 120
+lib-loss5-send_lat-64-hcaemu_srv | send_lat | hcaemu | -s 64 -n 32                   | loss 5% | 120
 '
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
@@ -402,7 +429,7 @@ EOF
 }
 # The case's address family: run_case sets CASE_V6 (1 for a v6- case); GID6[GUEST] is the index
 # of the guest's IPv6 GID (guest_ipv6).
-CASE_V6=0
+CASE_V6=0 CASE_LIB=0
 declare -A GID6=()
 gid_index() {  # gid_index GUEST: the GID index the guest's tools use in this case
   if [ "$CASE_V6" = 1 ]; then echo "${GID6[$1]}"; else echo 1; fi
@@ -419,11 +446,21 @@ guest_cmd() {  # guest_cmd TOOL FLAGS PORT GUEST: the rxe side's command line
 emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per line
   local -a a f
   local len=24; [ "$CASE_V6" = 1 ] && len=64
+  read -r -a f <<< "$2"
+  if [ "$CASE_LIB" = 1 ]; then  # lib-: the attach options to hcaemu exec, then the program
+    a=(exec --eal "$EAL" --ip "$(emu_ip)/$len" --mac "$EMU_MAC")
+    [ -z "$EMU_PCAP" ] || a+=(--pcap "$RES/cases/$4.hcaemu.pcap")
+    case $1 in
+      pingpong) a+=(-- ibv_rc_pingpong -d hcaemu0 -g 1 -p "$3");;
+      *) a+=(-- "ib_$1" -d hcaemu0 -x 1 -F -p "$3");;
+    esac
+    printf '%s\n' "${a[@]}" "${f[@]}"
+    return
+  fi
   case $1 in   # GID 1: --ip's address, IPv4-mapped or IPv6 (0 is the link-local one)
     pingpong) a=(pingpong -g 1 -p "$3");;
     *) a=(perf "$1" -x 1 -F -p "$3");;
   esac
-  read -r -a f <<< "$2"
   printf '%s\n' "${a[@]}" "${f[@]}" --eal "$EAL" --ip "$(emu_ip)/$len" --mac "$EMU_MAC"
   [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$4.hcaemu.pcap"
   ! dump_case "$1" "$2" || printf '%s\n' --dump "$RES/cases/$4.dump"
@@ -432,7 +469,7 @@ emu_args() {  # emu_args TOOL FLAGS PORT NAME: hcaemu's arguments, one word per 
 # (hcaemu perf --dump: one QP, counted runs), tests/scripts/check_capture_data.py compares them
 # with cases/NAME.pcap.
 dump_case() {  # dump_case TOOL FLAGS
-  [ $RXE_PEER = 0 ] || return 1
+  [ $RXE_PEER = 0 ] && [ "$CASE_LIB" = 0 ] || return 1
   case $1 in write_bw|read_bw|send_bw) ;; *) return 1;; esac
   [[ " $2 " != *" -D "* ]] && ! [[ " $2 " =~ \ -q\ ([2-9]|[1-9][0-9]) ]]
 }
@@ -450,13 +487,17 @@ ERR_RE='couldn|fail|error|invalid data|unable|mismatch'
 check_output() {  # check_output SIDE FILE TOOL FLAGS IS_CLIENT
   local side=$1 file=$2 tool=$3 flags=$4 client=$5 n q size bad
   bad=$(grep -iE "$ERR_RE" "$file" | head -1 | cut -c1-160)
-  if [ "$side" != hcaemu ] && [ -n "$bad" ]; then echo "$side printed: $bad"; return 1; fi
+  # hcaemu's own tools word their messages otherwise; a lib- case runs rxe's programs on both sides
+  if { [ "$side" != hcaemu ] || [ "$CASE_LIB" = 1 ]; } && [ -n "$bad" ]; then echo "$side printed: $bad"; return 1; fi
   n=$(sed -n 's/.*-n \([0-9]*\).*/\1/p' <<< "$flags")
   q=$(sed -n 's/.*-q \([0-9]*\).*/\1/p' <<< "$flags"); q=${q:-1}
   size=$(sed -n 's/.*-s \([0-9]*\).*/\1/p' <<< "$flags"); size=${size:-8}
   case $tool in
-    pingpong)   # both sides print "N iters in S seconds = U usec/iter"
-      grep -qE "^$n iters in [0-9.]+ seconds" "$file" || { echo "$side: no '$n iters in' line"; return 1; };;
+    pingpong)   # both sides print "N iters in S seconds = U usec/iter" and "B bytes in S seconds"
+                # with B = size * N * 2 (each side counts both directions)
+      grep -qE "^$n iters in [0-9.]+ seconds" "$file" || { echo "$side: no '$n iters in' line"; return 1; }
+      grep -qE "^$((size * n * 2)) bytes in [0-9.]+ seconds" "$file" ||
+        { echo "$side: no '$((size * n * 2)) bytes in' line"; return 1; };;
     *)          # perftest's result row "#bytes #iterations ...": the client prints it, and in
                 # perftest 4.5 both sides of every *_bw test and of send_lat do (with -D, of
                 # write_lat too); a BW row counts every QP's iterations (-q 2 -n 20: 40)
@@ -525,6 +566,7 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   IFS='|' read -r name tool srv flags netem tmo <<< "$2"
   port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
   CASE_V6=0; [[ $name == v6-* ]] && CASE_V6=1
+  CASE_LIB=0; [[ $name == lib-* ]] && CASE_LIB=1
   gcmd=$(guest_cmd "$tool" "$flags" "$port" guest)
   : > "$d.cmd"
 

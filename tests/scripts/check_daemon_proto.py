@@ -24,14 +24,14 @@ REPLY, EVENT = 0x8000, 0x4000
 OP = {n: i + 1 for i, n in enumerate(
     "hello query_device query_port query_gid alloc_pd dealloc_pd reg_mr dereg_mr create_cq destroy_cq "
     "resize_cq req_notify_cq create_qp destroy_qp modify_qp query_qp create_srq destroy_srq modify_srq "
-    "query_srq create_ah destroy_ah read_counters res_list resolve".split())}
+    "query_srq create_ah destroy_ah read_counters res_list resolve rereg_mr".split())}
 BODY = {1: 40, 2: 0, 3: 8, 4: 8, 5: 0, 6: 8, 7: 32, 8: 8, 9: 16, 10: 8, 11: 8, 12: 8, 13: 40, 14: 8,
-        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16}
+        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16, 26: 40}
 ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_op no_hello bad_field bad_fd "
                                   "fd_unexpected limit shutting_down".split())}
 ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
                                  "missing_attr attr_not_allowed queue_full too_many_sge bad_lkey inline_too_large "
-                                 "opcode_not_allowed no_ah bad_qp_state misaligned permission_denied".split())}
+                                 "opcode_not_allowed no_ah bad_qp_state misaligned permission_denied bad_address".split())}
 EV_ASYNC, EV_SHUTDOWN, EV_CQ = EVENT | 2, EVENT | 3, EVENT | 1
 IP = "198.18.7.1"
 GID = bytes(10) + b"\xff\xff" + socket.inet_aton(IP)
@@ -764,7 +764,7 @@ def main():
         expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, OP["hello"], 56, 9) + bytes(40), "no_hello", "second hello")
         expect_error(a, struct.pack("<IHHII", 0x12345678, VERSION, 2, 16, 1), "bad_magic", "bad magic")
         expect_error(a, struct.pack("<IHHII", MAGIC, 2, 2, 16, 1), "bad_version", "bad version")
-        for op in (0, 26, 0x3FFF, 0x8001, 0xFFFF):
+        for op in (0, 27, 0x3FFF, 0x8001, 0xFFFF):
             expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, op, 16, 1), "unknown_op", f"unknown op {op}")
         for op, n in BODY.items():
             if op == 1:
@@ -800,6 +800,31 @@ def main():
         os.close(ufd)
         h, _, _ = a.req("reg_mr", struct.pack("<IIQQQ", sa.pd, 2, 0, 4096, 0x1000), [fd])
         check(h["status"] == ST["invalid_argument"] and h["error"] == 0, "reg_mr remote_write without local_write: EINVAL")
+        # rereg_mr (flags: 1 translation, 2 pd, 4 access): the keys stay; an fd only with a new
+        # translation, then checked as reg_mr's
+        h, b, _ = a.req("reg_mr", struct.pack("<IIQQQ", sa.pd, 1, 0, 4096, 0x1000), [fd])
+        check(h["status"] == 0, f"reg_mr for rereg: {h}")
+        mr, lkey, rkey = struct.unpack_from("<III", b)
+        rr = lambda handle, flags, pd, acc, off, ln, iova: struct.pack("<IIIIQQQ", handle, flags, pd, acc, off, ln, iova)
+        h, b, _ = a.req("rereg_mr", rr(mr, 4, 0, 7, 0, 0, 0))
+        check(h["status"] == 0 and struct.unpack_from("<III", b) == (mr, lkey, rkey), f"rereg_mr access: ok, same keys {h} {b.hex()}")
+        h, b, _ = a.req("rereg_mr", rr(mr, 1, 0, 0, 2048, 2048, 0x2000), [fd])
+        check(h["status"] == 0 and struct.unpack_from("<III", b) == (mr, lkey, rkey), f"rereg_mr translation: ok, same keys {h}")
+        rr_raw = lambda flags, off, ln: struct.pack("<IHHII", MAGIC, VERSION, OP["rereg_mr"], 56, 6) + rr(mr, flags, 0, 0, off, ln, 0x3000)
+        expect_error(a, rr_raw(4, 0, 0), "fd_unexpected", "rereg_mr access with an fd", [fd])
+        expect_error(a, rr_raw(1, 0, 4096), "bad_fd", "rereg_mr translation without fd")
+        expect_error(a, rr_raw(1, 0, 4097), "bad_fd", "rereg_mr translation past the end", [fd])
+        h, _, _ = a.req("rereg_mr", rr(mr + 0x1000, 4, 0, 1, 0, 0, 0))
+        check(h["status"] == ST["bad_handle"], f"rereg_mr of another handle: bad_handle {h}")
+        h, _, _ = a.req("rereg_mr", rr(mr, 2, 0xdead, 0, 0, 0, 0))
+        check(h["status"] == ST["bad_handle"], f"rereg_mr to a PD not ours: bad_handle {h}")
+        sent_bad_handles += 2
+        h, _, _ = a.req("rereg_mr", rr(mr, 4, 0, 2, 0, 0, 0))
+        check(h["status"] == ST["invalid_argument"], f"rereg_mr remote_write without local_write: EINVAL {h}")
+        h, _, _ = a.req("rereg_mr", rr(mr, 0, 0, 0, 0, 0, 0))
+        check(h["status"] == ST["invalid_argument"], f"rereg_mr no flags: EINVAL {h}")
+        h, _, _ = a.req("dereg_mr", struct.pack("<II", mr, 0))
+        check(h["status"] == 0, f"dereg_mr after rereg: {h}")
         # enum and bool fields
         h, _, _ = a.req("create_qp", struct.pack("<IIII5IBB2x", sa.pd, sa.cq, sa.cq, 0, 4, 4, 1, 1, 0, 9, 0))
         check(h["error"] == ERR["bad_field"], "create_qp type 9: bad_field")
@@ -817,7 +842,8 @@ def main():
         handle_ops = {6, 8, 10, 11, 12, 14, 15, 16, 18, 19, 20, 22}
         own = {sa.pd, sa.mr, sa.cq, sa.qp, q2}
         for i in range(3000):
-            op = rnd.choice([o for o in BODY if o not in (1, 5, 7, 9, 13, 17, 21)])  # no create (would fill tables)
+            # no create (would fill tables), no rereg_mr (its fd rules are checked above)
+            op = rnd.choice([o for o in BODY if o not in (1, 5, 7, 9, 13, 17, 21, 26)])
             body = bytearray(rnd.getrandbits(8) for _ in range(BODY[op]))
             if op in handle_ops and struct.unpack_from("<I", body)[0] in own:
                 continue

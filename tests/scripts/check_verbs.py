@@ -95,7 +95,7 @@ def check_devices(tmp):
             r"^\tatomic_cap:\t+ATOMIC_HCA \(1\)$", r"^\tmax_srq_sge:\t+27$", r"^\tmax_pkeys:\t+1$",
             r"^\tnum_comp_vectors:\t+1$", r"^\t+state:\t+PORT_ACTIVE \(4\)$", r"^\t+max_mtu:\t+4096 \(5\)$",
             r"^\t+active_mtu:\t+1024 \(3\)$", r"^\t+link_layer:\t+Ethernet$", r"^\t+max_msg_sz:\t+0x80000000$",
-            r"^\t+pkey_tbl_len:\t+1$", r"^\t+gid_tbl_len:\t+2$", r"^\t+phys_state:\t+LINK_UP \(5\)$",
+            r"^\t+pkey_tbl_len:\t+1$", r"^\t+gid_tbl_len:\t+16$", r"^\t+phys_state:\t+LINK_UP \(5\)$",
             r"^\t+GID\[  0\]:\t+fe80::5054:ff:fe18:1, RoCE v2$", r"^\t+GID\[  1\]:\t+::ffff:198\.18\.0\.1, RoCE v2$"]
     missing = [w for w in want if not re.search(w, out, re.M)]
     expect("ibv_devinfo -v: exit 0, device, port and GID lines as expected", rc == 0 and not missing,

@@ -634,6 +634,25 @@ T body_as(const uint8_t* b) {
     return t;
 }
 
+// Maps [offset, offset + length) of a client's memfd (checked by the io thread) and closes the fd.
+// Whole pages of the fd's own size: 4096 for a memfd, the huge page size for a hugetlb memfd
+// (st_blksize; hugetlbfs maps only whole huge pages).
+bool map_region(int fd, uint64_t offset, uint64_t length, Mapping& out, uint8_t*& at) {
+    struct stat sb{};
+    uint64_t page = 4096;
+    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
+        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
+        page = uint64_t(sb.st_blksize);
+    const uint64_t start = offset & ~(page - 1);
+    const uint64_t span = ((offset - start) + length + page - 1) & ~(page - 1);
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
+    close(fd);
+    if (m == MAP_FAILED) return false;
+    out = Mapping(m, span);
+    at = static_cast<uint8_t*>(m) + (offset - start);
+    return true;
+}
+
 struct ResBuilder {
     ctl::ResObj o{};
     void add(const char* name, const std::string& v) {
@@ -686,6 +705,7 @@ struct Ops {
             return reply(h, Status::bad_handle);
         }
         Msg field() const { return error(ctl::Error::bad_field, Status::invalid_argument); }
+        Msg bad_fd() const { return error(ctl::Error::bad_fd, Status::invalid_argument); }
         Msg limit() const { return error(ctl::Error::limit, Status::no_resources); }
         Msg failed(Status s) const {
             if (s != Status::ok) ctr.inc(DCounter::requests_failed);
@@ -706,6 +726,7 @@ struct Ops {
     static Msg alloc_pd(Engine& en, const Req& in);
     static Msg dealloc_pd(Engine& en, const Req& in);
     static Msg reg_mr(Engine& en, const Req& in);
+    static Msg rereg_mr(Engine& en, const Req& in);
     static Msg dereg_mr(Engine& en, const Req& in);
     static Msg create_cq(Engine& en, const Req& in);
     static Msg resize_cq(Engine& en, const Req& in);
@@ -761,6 +782,7 @@ constexpr auto kHandlers = [] {
     t[size_t(Op::read_counters)] = &Ops::read_counters;
     t[size_t(Op::res_list)] = &Ops::res_list;
     t[size_t(Op::resolve)] = &Ops::resolve;
+    t[size_t(Op::rereg_mr)] = &Ops::rereg_mr;
     return t;
 }();
 
@@ -839,21 +861,10 @@ Msg Ops::reg_mr(Engine& en, const Req& in) {
         close_client_fd(fd);
         return in.limit();
     }
-    // Mapped in the fd's own pages: 4096 for a memfd, the huge page size for a hugetlb memfd
-    // (st_blksize; hugetlbfs maps only whole huge pages).
-    struct stat sb{};
-    uint64_t page = 4096;
-    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
-        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
-        page = uint64_t(sb.st_blksize);
-    const uint64_t start = r.offset & ~(page - 1);
-    const uint64_t span = ((r.offset - start) + r.length + page - 1) & ~(page - 1);
-    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
-    close(fd);
-    if (m == MAP_FAILED) return in.error(ctl::Error::bad_fd, Status::invalid_argument);
     auto e = std::make_unique<MrE>();
-    e->map = Mapping(m, span);
-    auto res = en.dev_.reg_mr(p->pd, static_cast<uint8_t*>(m) + (r.offset - start), r.length, r.iova, r.access);
+    uint8_t* at = nullptr;
+    if (!map_region(fd, r.offset, r.length, e->map, at)) return in.bad_fd();
+    auto res = en.dev_.reg_mr(p->pd, at, r.length, r.iova, r.access);
     if (!res.ok()) return in.failed(res.status);
     ctl::RegMrRep rep;
     rep.handle = res->handle();
@@ -864,6 +875,34 @@ Msg Ops::reg_mr(Engine& en, const Req& in) {
     e->length = r.length;
     e->access = r.access;
     in.c.mrs[rep.handle] = std::move(e);
+    return in.ok(&rep, sizeof rep);
+}
+
+Msg Ops::rereg_mr(Engine&, const Req& in) {
+    const auto r = in.body<ctl::ReregMrReq>();
+    const int fd = in.fd;
+    auto it = in.c.mrs.find(r.handle);
+    PdE* p = (r.flags & rereg::change_pd) ? find(in.c.pds, r.pd) : nullptr;
+    if (it == in.c.mrs.end() || ((r.flags & rereg::change_pd) && !p)) {
+        if (fd >= 0) close_client_fd(fd);
+        return in.bad();
+    }
+    MrE& m = *it->second;
+    Mapping map;
+    uint8_t* at = nullptr;
+    if (fd >= 0 && !map_region(fd, r.offset, r.length, map, at)) return in.bad_fd();
+    const Status s = m.mr.rereg(r.flags, p ? &p->pd : nullptr, at, r.length, r.access, r.iova);
+    if (s != Status::ok) return in.failed(s);  // `map` (if any) is unmapped; the MR is as it was
+    if (fd >= 0) {
+        m.map = std::move(map);  // the old pages are unmapped now, no longer named by the MR
+        m.iova = r.iova;
+        m.length = r.length;
+    }
+    if (r.flags & rereg::change_access) m.access = r.access;
+    ctl::RegMrRep rep;
+    rep.handle = r.handle;
+    rep.lkey = m.mr.lkey();
+    rep.rkey = m.mr.rkey();
     return in.ok(&rep, sizeof rep);
 }
 
@@ -891,6 +930,10 @@ Msg Ops::resize_cq(Engine& en, const Req& in) {
     CqE* old = find(in.c.cqs, rr.handle);
     if (!old) return in.bad();
     if (rr.cqe < 1 || uint32_t(rr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
+    // As ibv_resize_cq: never below the CQEs still to poll, in the client's ring and ours.
+    const uint64_t cons = std::min(old->r.h->cons.load(std::memory_order_acquire), old->r.taken);
+    const uint64_t queued = std::min<uint64_t>(old->r.taken - cons, old->r.cap) + old->obj->ring.count();
+    if (uint64_t(rr.cqe) < queued) return in.failed(Status::invalid_argument);
     const Status s = old->cq.resize(rr.cqe);
     if (s != Status::ok) return in.failed(s);
     return cq_ring(en, in, nullptr, old, {});

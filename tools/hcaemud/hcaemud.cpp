@@ -287,19 +287,30 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
     const auto op = ctl::Op(h.op);
     if ((op == ctl::Op::hello) == c->hello) return proto_error(c, &h, ctl::Error::no_hello);
     if (flags & MSG_CTRUNC) return proto_error(c, &h, ctl::Error::bad_fd);
-    if (op != ctl::Op::reg_mr && !fds.empty()) return proto_error(c, &h, ctl::Error::fd_unexpected);
+    // reg_mr, and rereg_mr with a new translation, bring the region's memfd; nothing else has fds.
+    bool memfd = op == ctl::Op::reg_mr;
+    uint64_t offset = 0, length = 0;
+    if (op == ctl::Op::reg_mr) {
+        ctl::RegMrReq r;
+        std::memcpy(&r, buf + sizeof h, sizeof r);
+        offset = r.offset, length = r.length;
+    } else if (op == ctl::Op::rereg_mr) {
+        ctl::ReregMrReq r;
+        std::memcpy(&r, buf + sizeof h, sizeof r);
+        memfd = r.flags & rereg::change_translation;
+        offset = r.offset, length = r.length;
+    }
+    if (!memfd && !fds.empty()) return proto_error(c, &h, ctl::Error::fd_unexpected);
     if (stopping_) return proto_error(c, &h, ctl::Error::shutting_down);
     int fd = -1;
-    if (op == ctl::Op::reg_mr) {
+    if (memfd) {
         if (fds.size() != 1) return proto_error(c, &h, ctl::Error::bad_fd);
         // The memfd must be sealed against shrinking (a cut mapping would fault the data thread)
         // and hold [offset, offset + length).
-        ctl::RegMrReq r;
-        std::memcpy(&r, buf + sizeof h, sizeof r);
         const int seals = fcntl(fds[0], F_GET_SEALS);
         struct stat st{};
-        if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) != 0 || r.length == 0 ||
-            r.offset > uint64_t(st.st_size) || r.length > uint64_t(st.st_size) - r.offset)
+        if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) != 0 || length == 0 ||
+            offset > uint64_t(st.st_size) || length > uint64_t(st.st_size) - offset)
             return proto_error(c, &h, ctl::Error::bad_fd);
         fd = fds[0];
         fds.clear();

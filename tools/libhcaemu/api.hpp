@@ -48,6 +48,9 @@ public:
     virtual uint32_t rkey() const = 0;
     virtual uint64_t addr() const = 0;
     virtual uint64_t length() const = 0;
+    // ibv_rereg_mr (flags: hcaemu::rereg::): the same keys, a new PD, range or access; all or
+    // nothing. `pd` only with change_pd, addr and length only with change_translation.
+    virtual Status rereg(uint32_t flags, Pd* pd, void* addr, size_t length, uint32_t access) = 0;
 };
 
 // ibv_comp_channel: completion events of the CQs created with it.

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -259,7 +260,8 @@ constexpr size_t reply_size(ctl::Op op) {
     case ctl::Op::query_port: return sizeof(PortAttr);
     case ctl::Op::query_gid: return sizeof(GidEntry);
     case ctl::Op::alloc_pd: return sizeof(ctl::HandleRep);
-    case ctl::Op::reg_mr: return sizeof(ctl::RegMrRep);
+    case ctl::Op::reg_mr:
+    case ctl::Op::rereg_mr: return sizeof(ctl::RegMrRep);
     case ctl::Op::create_cq:
     case ctl::Op::resize_cq: return sizeof(ctl::CreateCqRep);
     case ctl::Op::create_qp: return sizeof(ctl::CreateQpRep);
@@ -412,10 +414,16 @@ private:
     uint32_t h_;
 };
 
+// Makes [addr, addr + len) reachable by the daemon (ClientContext::share_range); own_fd: the
+// caller closes sh.fd after sending it.
+using ShareFn = std::function<Status(void* addr, size_t len, bool writable, remap::Share& sh, bool& own_fd)>;
+
 class MrImpl final : public Mr {
 public:
-    MrImpl(ConnPtr c, const ctl::RegMrRep& r, uint64_t addr, uint64_t len, const remap::Share& sh)
-        : c_(std::move(c)), h_(r.handle), lkey_(r.lkey), rkey_(r.rkey), addr_(addr), len_(len), share_(sh) {}
+    MrImpl(ConnPtr c, const ctl::RegMrRep& r, uint64_t addr, uint64_t len, uint32_t access, const remap::Share& sh,
+           ShareFn share)
+        : c_(std::move(c)), h_(r.handle), lkey_(r.lkey), rkey_(r.rkey), addr_(addr), len_(len), access_(access),
+          share_(sh), share_fn_(std::move(share)) {}
     ~MrImpl() override { (void)destroy(); }
     Status destroy() override {
         if (!h_) return Status::bad_handle;
@@ -432,12 +440,57 @@ public:
     uint32_t rkey() const override { return rkey_; }
     uint64_t addr() const override { return addr_; }
     uint64_t length() const override { return len_; }
+    // A new translation is shared first; the old pages are unshared once the daemon let go of them.
+    Status rereg(uint32_t flags, Pd* pd, void* addr, size_t length, uint32_t access) override {
+        if (!h_ || c_->dead()) return Status::bad_handle;
+        constexpr uint32_t kAll = rereg::change_translation | rereg::change_pd | rereg::change_access;
+        if (flags == 0 || (flags & ~kAll)) return Status::invalid_argument;
+        if ((flags & rereg::change_pd) && !pd) return Status::bad_handle;
+        const bool move = flags & rereg::change_translation;
+        const uint32_t acc = (flags & rereg::change_access) ? access : access_;
+        if (acc & ~access::supported) return Status::invalid_argument;
+        ctl::ReregMrReq req;
+        req.handle = h_;
+        req.flags = flags;
+        req.pd = (flags & rereg::change_pd) ? pd->handle() : 0;
+        req.access = acc;
+        remap::Share sh;
+        bool own_fd = false;
+        if (move) {
+            if (!addr || length == 0) return Status::invalid_argument;
+            const bool writable = acc & (access::local_write | access::remote_write | access::remote_atomic);
+            if (Status s = share_fn_(addr, length, writable, sh, own_fd); s != Status::ok) return s;
+            req.offset = sh.offset;
+            req.length = length;
+            req.iova = reinterpret_cast<uintptr_t>(addr);
+        }
+        ctl::RegMrRep rep;
+        const Status s = call2(*c_, ctl::Op::rereg_mr, req, rep, move ? sh.fd : -1);
+        if (own_fd) ::close(sh.fd);
+        sh.fd = -1;
+        if (s != Status::ok) {
+            if (move) remap::unshare(sh);
+            return s;
+        }
+        if (move) {
+            remap::unshare(share_);
+            share_ = sh;
+            addr_ = req.iova;
+            len_ = length;
+        }
+        access_ = acc;
+        lkey_ = rep.lkey;
+        rkey_ = rep.rkey;
+        return Status::ok;
+    }
 
 private:
     ConnPtr c_;
     uint32_t h_, lkey_, rkey_;
     uint64_t addr_, len_;
+    uint32_t access_;
     remap::Share share_;  // what unshare() undoes (remapped false: memory from alloc_buffer)
+    ShareFn share_fn_;
 };
 
 class ChanImpl final : public CompChannel {
@@ -523,6 +576,10 @@ public:
     }
     Status resize(int cqe) override {
         if (!h_) return Status::bad_handle;
+        uint64_t unpolled = 0;  // in rings the daemon no longer writes (it counts its own)
+        for (const Old& o : old_)
+            unpolled += o.v.hdr->prod.load(std::memory_order_acquire) - o.v.hdr->cons.load(std::memory_order_relaxed);
+        if (cqe < 0 || uint64_t(cqe) < unpolled) return Status::invalid_argument;
         ctl::CreateCqRep rep;
         int fd = -1;
         const Status s = call2(*c_, ctl::Op::resize_cq, ctl::ResizeCqReq{h_, cqe}, rep, -1, &fd);
@@ -531,6 +588,11 @@ public:
         return Status::ok;
     }
     void ack_events(uint32_t n) override { acked_ += n; }  // told to the daemon at destroy (as libibverbs)
+    // A QP of this CQ entered RESET: its CQEs not yet polled go (the daemon dropped its own).
+    void purge(uint32_t qpn) {
+        for (Old& o : old_) ring::purge_cq(o.v, qpn);
+        if (ring_.hdr) ring::purge_cq(ring_, qpn);
+    }
     int cqe() const override { return cqe_; }
     const hcaemu::Cq& native() const override { return native_; }
 
@@ -666,6 +728,9 @@ public:
         uint32_t bits = 0;
         const Status s = c_->call(ctl::Op::modify_qp, &r, sizeof(r), nullptr, 0, -1, nullptr, &bits);
         if (s == Status::ok && (mask & qp_attr::state)) state_ = attr.qp_state;
+        if (s == Status::ok && (mask & qp_attr::state) && attr.qp_state == QpState::reset)
+            for (Cq* cq : {init_.send_cq, init_.recv_cq})
+                if (auto* mine = dynamic_cast<CqImpl*>(cq)) mine->purge(qpn_);
         return {s, s == Status::ok ? 0 : bits};
     }
     Status query(QpAttr& attr, QpInitAttr* init = nullptr) override {
@@ -811,27 +876,32 @@ public:
     }
     // Memory from alloc_buffer goes with its own memfd; any other memory is made shared in place
     // first (remap.hpp: the pages are replaced by a memfd's, at the same address).
-    Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override {
+    Status share_range(void* addr, size_t length, bool writable, remap::Share& sh, bool& own_fd) {
         const auto a = reinterpret_cast<uintptr_t>(addr);
-        const BufRec* b = nullptr;
         for (const BufRec& r : bufs_) {
             const auto d = reinterpret_cast<uintptr_t>(r.data);
-            if (a >= d && a - d <= r.size && length <= r.size - (a - d)) b = &r;
+            if (a >= d && a - d <= r.size && length <= r.size - (a - d)) {
+                sh.fd = r.fd;
+                sh.offset = a - d;
+                own_fd = false;
+                return Status::ok;
+            }
         }
+        std::string err;
+        own_fd = true;
+        return remap::share(addr, length, writable, sh, err);
+    }
+    Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override {
+        const auto a = reinterpret_cast<uintptr_t>(addr);
         if (c_->dead()) return {Status::bad_handle, nullptr};
         // What the device would refuse anyway (check_mr_args) is refused before any copy.
         if (length == 0 || (access & ~access::supported) ||
             ((access & (access::remote_write | access::remote_atomic)) && !(access & access::local_write)))
             return {Status::invalid_argument, nullptr};
         remap::Share sh;
-        if (b) {
-            sh.fd = b->fd;
-            sh.offset = a - reinterpret_cast<uintptr_t>(b->data);
-        } else {
-            std::string err;
-            const bool writable = access & (access::local_write | access::remote_write | access::remote_atomic);
-            if (Status s = remap::share(addr, length, writable, sh, err); s != Status::ok) return {s, nullptr};
-        }
+        bool own_fd = false;
+        const bool writable = access & (access::local_write | access::remote_write | access::remote_atomic);
+        if (Status s = share_range(addr, length, writable, sh, own_fd); s != Status::ok) return {s, nullptr};
         ctl::RegMrReq req;
         req.pd = pd.handle();
         req.access = access;
@@ -840,13 +910,14 @@ public:
         req.iova = a;
         ctl::RegMrRep rep;
         const Status s = call2(*c_, ctl::Op::reg_mr, req, rep, sh.fd);
-        if (!b) ::close(sh.fd);  // the daemon holds its own mapping
+        if (own_fd) ::close(sh.fd);  // the daemon holds its own mapping
         sh.fd = -1;
         if (s != Status::ok) {
             remap::unshare(sh);
             return {s, nullptr};
         }
-        return {Status::ok, std::make_unique<MrImpl>(c_, rep, a, length, sh)};
+        ShareFn fn = [this](void* p, size_t n, bool w, remap::Share& out, bool& own) { return share_range(p, n, w, out, own); };
+        return {Status::ok, std::make_unique<MrImpl>(c_, rep, a, length, access, sh, std::move(fn))};
     }
     Result<std::unique_ptr<CompChannel>> create_comp_channel() override {
         if (c_->dead()) return {Status::bad_handle, nullptr};

@@ -12,6 +12,7 @@
 #include "tools/attach/attach.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/inspect.hpp"
+#include "tools/libhcaemu/remap.hpp"
 
 namespace hcaemu::api {
 
@@ -34,6 +35,8 @@ private:
     hcaemu::Pd h_;
 };
 
+bool writes(uint32_t access) { return access & (access::local_write | access::remote_write | access::remote_atomic); }
+
 class LocalMr final : public Mr {
 public:
     LocalMr(AttachedPtr a, hcaemu::Mr m) : at_(std::move(a)), h_(std::move(m)) {}
@@ -43,6 +46,15 @@ public:
     uint32_t rkey() const override { return h_.rkey(); }
     uint64_t addr() const override { return h_.addr(); }
     uint64_t length() const override { return h_.length(); }
+    Status rereg(uint32_t flags, Pd* pd, void* addr, size_t length, uint32_t access) override {
+        auto* p = (flags & rereg::change_pd) ? dynamic_cast<LocalPd*>(pd) : nullptr;
+        if ((flags & rereg::change_pd) && (!p || p->owner() != at_.get())) return Status::bad_handle;
+        std::string err;
+        const uint32_t acc = (flags & rereg::change_access) ? access : h_.access();
+        if (flags & rereg::change_translation)
+            if (Status s = remap::check_mapped(addr, length, writes(acc), err); s != Status::ok) return s;
+        return h_ ? h_.rereg(flags, p ? &p->inner() : nullptr, addr, length, access) : Status::bad_handle;
+    }
 
 private:
     AttachedPtr at_;
@@ -199,6 +211,12 @@ public:
         if (!p) return Result<std::unique_ptr<Mr>>::error(Status::bad_handle);
         auto r = at_->dev().reg_mr(p->inner(), addr, length, access);
         if (!r.ok()) return Result<std::unique_ptr<Mr>>::error(r.status);
+        // The arguments first (EINVAL), then the pages (EFAULT), as the kernel checks them.
+        std::string err;
+        if (Status s = remap::check_mapped(addr, length, writes(access), err); s != Status::ok) {
+            (void)r.value.destroy();
+            return Result<std::unique_ptr<Mr>>::error(s);
+        }
         return {Status::ok, std::make_unique<LocalMr>(at_, std::move(r.value))};
     }
     Result<std::unique_ptr<CompChannel>> create_comp_channel() override {

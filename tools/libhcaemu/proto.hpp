@@ -53,6 +53,7 @@ enum class Op : uint16_t {
     read_counters,    // CountersReq -> CountersRep (a page of name/value pairs)
     res_list,         // ResListReq -> ResListRep (a page of objects, all clients', read-only)
     resolve,          // ResolveReq -> ResolveRep: starts ARP/ND, reports the neighbour's state
+    rereg_mr,         // ReregMrReq (+ 1 fd, the new memfd, with change_translation) -> RegMrRep
     count,
 };
 
@@ -119,6 +120,15 @@ struct RegMrReq {
     uint64_t length = 0;
     uint64_t iova = 0;    // the address SGEs and peers use (the client's virtual address)
 };
+struct ReregMrReq {       // ibv_rereg_mr: the keys stay
+    uint32_t handle = 0;
+    uint32_t flags = 0;   // rereg::
+    uint32_t pd = 0;      // with change_pd
+    uint32_t access = 0;  // with change_access
+    uint64_t offset = 0;  // with change_translation, as RegMrReq's
+    uint64_t length = 0;
+    uint64_t iova = 0;
+};
 struct RegMrRep { uint32_t handle = 0; uint32_t lkey = 0; uint32_t rkey = 0; uint32_t rsv = 0; };
 struct CreateCqReq { int32_t cqe = 0; uint8_t events = 0; uint8_t rsv[3] = {}; uint64_t cq_context = 0; };
 struct CreateCqRep { uint32_t handle = 0; int32_t cqe = 0; uint64_t ring_bytes = 0; };  // the fd maps ring_bytes
@@ -176,6 +186,7 @@ static_assert(std::is_trivially_copyable_v<QpAttr> && std::is_trivially_copyable
               std::is_trivially_copyable_v<GidEntry> && std::is_trivially_copyable_v<QpCap>);
 static_assert(sizeof(QpCap) == 20 && sizeof(SrqAttr) == 12 && sizeof(AhAttr) == 28 && sizeof(QpAttr) == 116 &&
               sizeof(PortAttr) == 24 && sizeof(GidEntry) == 17 && sizeof(DeviceAttrW) == 152);
+static_assert(sizeof(ReregMrReq) == 40);
 static_assert(sizeof(CountersRep) + sizeof(ReplyHdr) <= kMaxMsg && sizeof(ResListRep) + sizeof(ReplyHdr) <= kMaxMsg);
 
 // The body size of each request, by Op, for the daemon's length check (query_device and alloc_pd
@@ -187,11 +198,11 @@ inline constexpr std::array<size_t, size_t(Op::count)> kRequestSize = {
     sizeof(CreateQpReq), sizeof(HandleReq), sizeof(ModifyQpReq), sizeof(HandleReq),
     sizeof(CreateSrqReq), sizeof(HandleReq), sizeof(ModifySrqReq), sizeof(HandleReq),
     sizeof(CreateAhReq), sizeof(HandleReq),
-    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq)};
+    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq), sizeof(ReregMrReq)};
 inline constexpr std::array<const char*, size_t(Op::count)> kOpName = {
     "?", "hello", "query_device", "query_port", "query_gid", "alloc_pd", "dealloc_pd", "reg_mr",
     "dereg_mr", "create_cq", "destroy_cq", "resize_cq", "req_notify_cq", "create_qp", "destroy_qp",
     "modify_qp", "query_qp", "create_srq", "destroy_srq", "modify_srq", "query_srq", "create_ah",
-    "destroy_ah", "read_counters", "res_list", "resolve"};
+    "destroy_ah", "read_counters", "res_list", "resolve", "rereg_mr"};
 
 }  // namespace hcaemu::ctl

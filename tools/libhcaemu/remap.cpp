@@ -408,18 +408,18 @@ Status cover(const std::vector<Vma>& maps, uintptr_t lo, uintptr_t hi, bool writ
         if (v.start > at) break;
         if (!(v.prot & PROT_READ)) {
             err = "memory not readable: " + vma_name(v);
-            return Status::invalid_argument;
+            return Status::bad_address;
         }
         if (writable && !(v.prot & PROT_WRITE)) {
             err = "read-only memory " + vma_name(v) + " registered with write access (local or remote)";
-            return Status::invalid_argument;
+            return Status::bad_address;
         }
         idx.push_back(i);
         at = v.end;
     }
     if (at < hi) {
         err = "address " + hexs(at) + " is not mapped";
-        return Status::invalid_argument;
+        return Status::bad_address;
     }
     return Status::ok;
 }
@@ -521,6 +521,16 @@ Status share(const void* addr, size_t len, bool writable, Share& out, std::strin
     const Status s = share_locked(addr, len, writable, out, err);
     t_last_error = s == Status::ok ? std::string() : err;
     return s;
+}
+
+Status check_mapped(const void* addr, size_t len, bool writable, std::string& err) {
+    const auto lo = reinterpret_cast<uintptr_t>(addr);
+    if (len == 0 || lo + len < lo) {
+        err = "an empty or wrapping range";
+        return Status::invalid_argument;
+    }
+    std::vector<size_t> idx;
+    return cover(read_maps(), lo, lo + len, writable, idx, err);
 }
 
 const std::string& last_error() { return t_last_error; }

@@ -38,6 +38,9 @@ struct Share {
 // daemon), a range mixing a MAP_SHARED mapping with other memory or page sizes, no huge pages
 // left for the copy (not_supported / no_resources).
 Status share(const void* addr, size_t len, bool writable, Share& out, std::string& err);
+// Whether [addr, addr + len) is mapped, readable, and writable when `writable` (bad_address and
+// err naming the first gap otherwise), as the kernel pins pages at registration (ib_umem_get).
+Status check_mapped(const void* addr, size_t len, bool writable, std::string& err);
 // Why the last share() on this thread failed ("" after a success).
 const std::string& last_error();
 // The registration `s` is gone (the daemon unmapped it).

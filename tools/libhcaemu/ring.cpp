@@ -142,4 +142,18 @@ int poll_cq(View& cq, std::span<Wc> wc) {
     return n;
 }
 
+void purge_cq(View& cq, uint32_t qpn) {
+    const uint64_t prod = cq.hdr->prod.load(std::memory_order_acquire);
+    const uint64_t cons = cq.hdr->cons.load(std::memory_order_relaxed);
+    const uint64_t end = cons + std::min<uint64_t>(prod - cons, cq.cap);
+    uint64_t w = end;
+    for (uint64_t r = end; r-- > cons;) {
+        shm::Cqe c;
+        std::memcpy(&c, cq.slot(r), sizeof c);
+        if (c.qp_num == qpn) continue;
+        if (--w != r) std::memcpy(cq.slot(w), &c, sizeof c);
+    }
+    if (w != cons) cq.hdr->cons.store(w, std::memory_order_release);
+}
+
 }  // namespace hcaemu::ring

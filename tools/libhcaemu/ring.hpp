@@ -50,5 +50,8 @@ Status post_recv(View& rq, uint32_t max_sge, const RecvWr* wr, const RecvWr** ba
 // Takes up to wc.size() CQEs between `cons` and `prod` (acquire), oldest first, then stores
 // `cons` (release). A `prod` more than cap ahead of `cons` (a broken ring) is taken as cap ahead.
 int poll_cq(View& cq, std::span<Wc> wc);
+// Drops the CQEs of QP `qpn` between cons and prod (as read once), keeping the others in order;
+// only the consumer calls it (the producer never writes below prod).
+void purge_cq(View& cq, uint32_t qpn);
 
 }  // namespace hcaemu::ring

@@ -3,6 +3,8 @@
 #include <endian.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -177,10 +179,12 @@ struct Dev {
     int opens = 0;
 };
 
-std::mutex g_mu;
-std::vector<std::unique_ptr<Dev>> g_devs;
+// Never destroyed: static destructors run before this library's destructor below (exit()'s
+// handlers precede _dl_fini), which must still find them.
+std::mutex& g_mu = *new std::mutex;
+std::vector<std::unique_ptr<Dev>>& g_devs = *new std::vector<std::unique_ptr<Dev>>;  // its local nodes too
 bool g_scanned = false;
-std::vector<std::weak_ptr<Node>> g_nodes;  // every node opened, for the unload below
+std::vector<std::weak_ptr<Node>>& g_nodes = *new std::vector<std::weak_ptr<Node>>;  // every node opened, for the unload below
 
 // At exit (or dlclose) before DPDK's own destructors (they run after ours: we depend on them):
 // no progress thread may still turn an engine, whether or not the program closed its devices.
@@ -277,6 +281,10 @@ std::shared_ptr<Node> open_node(Dev& d) {
         std::fprintf(stderr, "libibverbs (hcaemu): %s: %s\n", d.dev.name, err.c_str());
         return nullptr;
     }
+    // DPDK's EAL pinned this thread (the program's) to its lcore. Pinned, a program that busy-polls
+    // waits for that one CPU while it holds the node's lock, and the progress thread with it: seen
+    // for seconds facing rxe on a loaded machine. The program keeps the CPUs it had.
+    if (have_cpus && d.spec == "local") (void)sched_setaffinity(0, sizeof cpus, &cpus);
     auto n = std::make_shared<Node>();
     n->api = std::move(c);
     n->local = d.spec == "local";
@@ -333,6 +341,45 @@ __be64 ibv_get_device_guid(ibv_device* device) {
     return htobe64(n->api->query_device().node_guid);
 }
 
+namespace {
+
+uint64_t inode_of(int fd) {
+    struct stat st{};
+    return fstat(fd, &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+// A context on node `n` whose cmd_fd is `cmd_fd` (owned: closed by ibv_close_device).
+ibv_context* new_context(ibv_device* device, const std::shared_ptr<Node>& n, int cmd_fd) {
+    auto* w = static_cast<CtxW*>(std::calloc(1, sizeof(CtxW)));
+    auto* c = new Ctx;
+    c->node = n;
+    w->impl = c;
+    ibv_context& ic = w->vc.context;
+    c->ibv = &ic;
+    c->cmd_ino = inode_of(cmd_fd);
+    ic.device = device;
+    ic.cmd_fd = cmd_fd;
+    ic.async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    ic.num_comp_vectors = 1;
+    pthread_mutex_init(&ic.mutex, nullptr);
+    ic.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    w->vc.sz = sizeof(verbs_context);
+    fill_ops(w->vc);
+    {
+        const std::lock_guard g(n->mu);
+        n->ctxs.push_back(c);
+    }
+    {
+        const std::lock_guard g(g_mu);  // one starter, against a concurrent open or close
+        if (!n->th.joinable()) n->start();
+    }
+    return &ic;
+}
+
+}  // namespace
+
+// cmd_fd: a memfd of the context's own (a kernel provider's is /dev/infiniband/uverbsN), so a
+// dup of it passed to ibv_import_device names this context's HCA connection.
 ibv_context* ibv_open_device(ibv_device* device) {
     std::shared_ptr<Node> n;
     {
@@ -349,29 +396,35 @@ ibv_context* ibv_open_device(ibv_device* device) {
         }
         ++d->opens;
     }
-    auto* w = static_cast<CtxW*>(std::calloc(1, sizeof(CtxW)));
-    auto* c = new Ctx;
-    c->node = n;
-    w->impl = c;
-    ibv_context& ic = w->vc.context;
-    c->ibv = &ic;
-    ic.device = device;
-    ic.cmd_fd = -1;
-    ic.async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-    ic.num_comp_vectors = 1;
-    pthread_mutex_init(&ic.mutex, nullptr);
-    ic.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    w->vc.sz = sizeof(verbs_context);
-    fill_ops(w->vc);
+    return new_context(device, n, memfd_create("hcaemu-verbs-context", MFD_CLOEXEC));
+}
+
+// Another context on the connection of the context whose cmd_fd `fd` duplicates; its objects
+// (ibv_import_pd, ibv_import_mr) are shared. The fd becomes the new context's cmd_fd.
+ibv_context* ibv_import_device(int fd) {
+    const uint64_t ino = inode_of(fd);
+    std::shared_ptr<Node> n;
+    ibv_device* device = nullptr;
     {
-        const std::lock_guard g(n->mu);
-        n->ctxs.push_back(c);
+        const std::lock_guard g(g_mu);
+        for (auto& wn : g_nodes) {
+            auto cand = wn.lock();
+            if (!cand || !ino) continue;
+            const std::lock_guard gn(cand->mu);
+            for (Ctx* c : cand->ctxs)
+                if (c->cmd_ino == ino) {
+                    n = cand;
+                    device = c->ibv->device;
+                }
+        }
+        Dev* d = device ? dev_of(device) : nullptr;
+        if (!d) {
+            errno = EINVAL;  // not a context's cmd_fd (the kernel: EBADF or EINVAL)
+            return nullptr;
+        }
+        ++d->opens;
     }
-    {
-        const std::lock_guard g(g_mu);  // one starter, against a concurrent open or close
-        if (!n->th.joinable()) n->start();
-    }
-    return &ic;
+    return new_context(device, n, fd);
 }
 
 int ibv_close_device(ibv_context* context) {
@@ -391,6 +444,7 @@ int ibv_close_device(ibv_context* context) {
         if (Dev* d = dev_of(context->device)) --d->opens;
     }
     ::close(context->async_fd);
+    if (context->cmd_fd >= 0) ::close(context->cmd_fd);
     pthread_mutex_destroy(&context->mutex);
     delete c;
     std::free(w);

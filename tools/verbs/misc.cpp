@@ -225,11 +225,6 @@ int ibv_dofork_range(void*, size_t) { return 0; }
 
 // ---------------------------------------------------------------- not supported by hcaemu
 
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-    errno = EOPNOTSUPP;
-    return IBV_REREG_MR_ERR_INPUT;
-}
-
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -238,21 +233,6 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return errno = EOPNOTSUPP; }  // no multicast
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return errno = EOPNOTSUPP; }
 
-// No kernel objects to share between processes.
-ibv_context* ibv_import_device(int) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-}
-ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-}
-void ibv_unimport_pd(ibv_pd*) {}
-ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-}
-void ibv_unimport_mr(ibv_mr*) {}
 ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
     errno = EOPNOTSUPP;
     return nullptr;

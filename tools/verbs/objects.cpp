@@ -504,18 +504,66 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
     w->api = r.value.release();
     w->pd.context = context;
     w->pd.handle = w->api->handle();
+    n.pds[w->pd.handle] = &w->pd;
     return &w->pd;
 }
 
+// Of an imported PD too (libibverbs: it destroys the shared object); its other wrappers must be
+// unimported first, as the kernel's object is gone for them as well.
 int ibv_dealloc_pd(ibv_pd* pd) {
     auto* w = wrap_of<PdW>(pd);
     Node& n = node_of(pd->context);
     const std::lock_guard g(n.mu);
     const Status s = w->api->destroy();
     if (s != Status::ok) return set_errno(s);
-    delete w->api;
+    n.pds.erase(pd->handle);
+    if (!w->imported) delete w->api;
     std::free(w);
     return 0;
+}
+
+// ibv_import_pd/mr on a context imported from another's cmd_fd (the same HCA connection, so the
+// same objects): a second wrapper around the original object.
+ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+    Node& n = node_of(context);
+    const std::lock_guard g(n.mu);
+    auto it = n.pds.find(pd_handle);
+    auto* w = it == n.pds.end() ? nullptr : alloc_wrap<PdW>();
+    if (!w) {
+        errno = it == n.pds.end() ? EINVAL : ENOMEM;
+        return nullptr;
+    }
+    w->api = wrap_of<PdW>(it->second)->api;
+    w->imported = true;
+    w->pd.context = context;
+    w->pd.handle = pd_handle;
+    return &w->pd;
+}
+
+void ibv_unimport_pd(ibv_pd* pd) {
+    if (pd && wrap_of<PdW>(pd)->imported) std::free(wrap_of<PdW>(pd));
+}
+
+ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+    Node& n = node_of(pd->context);
+    const std::lock_guard g(n.mu);
+    auto it = n.mrs.find(mr_handle);
+    auto* w = it == n.mrs.end() ? nullptr : alloc_wrap<MrW>();
+    if (!w) {
+        errno = it == n.mrs.end() ? EINVAL : ENOMEM;
+        return nullptr;
+    }
+    w->api = wrap_of<MrW>(it->second)->api;
+    w->imported = true;
+    w->mr = *it->second;
+    w->mr.context = pd->context;
+    w->mr.pd = pd;
+    w->mr.addr = nullptr;  // as libibverbs: the importer does not know the exporter's address
+    return &w->mr;
+}
+
+void ibv_unimport_mr(ibv_mr* mr) {
+    if (mr && wrap_of<MrW>(mr)->imported) std::free(wrap_of<MrW>(mr));
 }
 
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
@@ -551,6 +599,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
     m.handle = w->api->handle();
     m.lkey = w->api->lkey();
     m.rkey = w->api->rkey();
+    n.mrs[m.handle] = &m;
     return &m;
 }
 
@@ -568,8 +617,39 @@ int ibv_dereg_mr(ibv_mr* mr) {
     const std::lock_guard g(n.mu);
     const Status s = w->api->destroy();
     if (s != Status::ok) return set_errno(s);
-    delete w->api;
+    n.mrs.erase(mr->handle);
+    if (!w->imported) delete w->api;
     std::free(w);
+    return 0;
+}
+
+// libibverbs' checks first (ERR_INPUT, EINVAL), then the device's (ERR_CMD, its errno); the keys
+// stay. hcaemu needs no fork handling (remapped pages are MAP_SHARED memfd pages).
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+    constexpr int kFlags = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if ((flags & ~kFlags) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+        (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) || ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+        errno = EINVAL;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
+    auto* w = wrap_of<MrW>(mr);
+    Node& n = node_of(mr->context);
+    const uint32_t acc = uint32_t(access) & ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);
+    const std::lock_guard g(n.mu);
+    // pd, addr and length are read only with their flag (pyverbs passes anything otherwise).
+    api::Pd* np = (flags & IBV_REREG_MR_CHANGE_PD) ? wrap_of<PdW>(pd)->api : nullptr;
+    const Status s = w->api->rereg(uint32_t(flags), np, addr, length, acc);
+    if (s != Status::ok) {
+        set_errno(s);
+        return IBV_REREG_MR_ERR_CMD;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        mr->addr = addr;
+        mr->length = length;
+    }
+    mr->lkey = w->api->lkey();
+    mr->rkey = w->api->rkey();
     return 0;
 }
 
@@ -626,6 +706,9 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
     Node& n = node_of(cq->context);
     const std::lock_guard g(n.mu);
     auto* w = wrap_of<CqW>(cq);
+    // A command reaches the device after the doorbells rung before it: a local engine first runs
+    // what was posted (bounded), so that "fewer entries than CQEs queued" sees them (test_cq).
+    for (int i = 0; n.local && i < 256 && n.api->busy(); ++i) (void)turn_local_engine(n);
     const Status s = w->api->resize(cqe);
     if (s != Status::ok) return set_errno(s);
     cq->cqe = w->api->cqe();

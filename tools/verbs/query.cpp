@@ -91,6 +91,7 @@ int ctx_query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input, 
         fill_device_attr(n.api->query_device(), a.orig_attr);
     }
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the same bits (the kernel's uverbs does so)
     // No ODP, TSO, RSS, tag matching, CQ moderation, DM, timestamps: all their caps stay 0.
     std::memset(attr, 0, attr_size);
     std::memcpy(attr, &a, std::min(attr_size, sizeof a));

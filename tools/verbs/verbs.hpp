@@ -54,6 +54,8 @@ struct Node {
     std::unordered_map<uint32_t, ibv_qp*> qps;     // by QPN, for async events (under mu)
     std::unordered_map<uint32_t, ibv_cq*> cqs;     // by api handle
     std::unordered_map<uint32_t, ibv_srq*> srqs;   // by api handle
+    std::unordered_map<uint32_t, ibv_pd*> pds;     // by api handle, for ibv_import_pd (under mu)
+    std::unordered_map<uint32_t, ibv_mr*> mrs;     // by api handle, for ibv_import_mr (under mu)
     std::thread th;
     std::atomic<bool> stop{false};
     std::atomic<bool> sleeping{false};
@@ -80,6 +82,7 @@ private:
 struct Ctx {
     std::shared_ptr<Node> node;
     ibv_context* ibv = nullptr;
+    uint64_t cmd_ino = 0;  // the inode of its cmd_fd (a memfd of its own): ibv_import_device finds it
     std::deque<ibv_async_event> async;  // under node->mu
     bool fatal_sent = false;
 };
@@ -101,10 +104,12 @@ inline Node& node_of(ibv_context* c) { return *ctxw(c)->impl->node; }
 struct PdW {
     ibv_pd pd;
     api::Pd* api;
+    bool imported;  // ibv_import_pd: the object is the original's; unimport frees the wrapper only
 };
 struct MrW {
     ibv_mr mr;
     api::Mr* api;
+    bool imported;
 };
 struct ChanW {
     ibv_comp_channel ch;
