@@ -230,8 +230,8 @@ public:
 
 private:
     uint32_t lane(const pkt::Ip6& ip, uint32_t qpn, bool known) {
-        for (size_t i = 0; i < lanes_.size(); ++i)
-            if (lanes_[i].ip == ip && lanes_[i].qpn_known == known && (!known || lanes_[i].qpn == qpn)) return uint32_t(i);
+        auto [it, fresh] = lane_index_.try_emplace({ip, known ? qpn : 0, known}, uint32_t(lanes_.size()));
+        if (!fresh) return it->second;
         Lane ln;
         ln.ip = ip;
         ln.qpn = known ? qpn : 0;
@@ -392,6 +392,7 @@ private:
     Ladder& l_;
     std::vector<Flow> flows_;
     std::vector<Lane> lanes_;
+    std::map<std::tuple<pkt::Ip6, uint32_t, bool>, uint32_t> lane_index_;
     std::vector<uint32_t> rank_;
     std::map<std::pair<uint32_t, uint32_t>, DirState> dirs_;
     std::map<std::pair<uint32_t, uint32_t>, ConnState> conns_;
