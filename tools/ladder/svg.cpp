@@ -116,7 +116,7 @@ Layout layout(const Ladder& l) {
         y += kRow;
     }
     lo.rows_end = y;
-    const double lanes_w = kLeft + 80 + lo.spacing * double(l.lanes.empty() ? 0 : l.lanes.size() - 1);
+    const double lanes_w = kLeft + 40 + lo.spacing * double(l.lanes.empty() ? 0 : l.lanes.size() - 1) + 110;
     lo.width = std::max(lanes_w, 760.0);
     lo.height = y + 240;
     return lo;
@@ -267,7 +267,7 @@ std::string render_svg(const Ladder& l, const RenderOptions& ro) {
         }() : std::string("?")), "lane-qp", "middle", "#000");
         double y0 = 66;
         for (const Gap& g : l.gaps) {
-            const double gy = lo.row_y[g.before] - kRow / 2 - kGapRow;
+            const double gy = lo.row_y[g.before] - kGapRow - 14;
             line(o, x, y0, x, gy, "#9e9e9e", 1, "");
             y0 = gy + kGapRow;
         }
@@ -275,7 +275,7 @@ std::string render_svg(const Ladder& l, const RenderOptions& ro) {
         o += "</g>\n";
     }
     for (const Gap& g : l.gaps) {
-        const double gy = lo.row_y[g.before] - kRow / 2 - kGapRow;
+        const double gy = lo.row_y[g.before] - kGapRow - 14;
         o += "<g class=\"gap\"><rect x=\"4\" y=\"" + num(gy + 3) + "\" width=\"" + num(lo.width - 8) + "\" height=\"" +
              num(kGapRow - 6) + "\" fill=\"#f1f1f1\"/>";
         text(o, lo.width / 2, gy + kGapRow / 2 + 4, "\u2026 " + duration(g.ns) + " \u2026", "gap-text", "middle", "#555",
