@@ -4,6 +4,7 @@
 standard library only (arrows = UDP/4791 frames, each arrow's PSN, the lost ones); bad input through
 the CLI; then headless Chromium (Debian's chromium) renders the SVG and the HTML to PNG, and the
 image must not be blank. Chromium gets file:// URLs only, a private profile and no name resolution.
+The HTML rendered is that of an rxe capture when the captures are there.
 Exit 77 (skip) only for the rendering, when chromium is not installed (scripts/setup.sh installs it).
 """
 import argparse
@@ -237,7 +238,13 @@ def main():
         if not chromium:
             print("SKIP: chromium is not installed (scripts/setup.sh installs it); the rendering was not checked")
             return 1 if failures else 77
-        for src in (svg, html):
+        # The HTML rendered is an rxe capture's (Linux Soft-RoCE traffic), else sim's.
+        rxe_html = html
+        if a.captures and os.path.exists(os.path.join(a.captures, "read_bw.pcap")):
+            rxe_html = os.path.join(tmp, "read_bw.html")
+            r = run([hc, "ladder", os.path.join(a.captures, "read_bw.pcap"), "-o", rxe_html])
+            check(r.returncode == 0, "rxe read_bw.pcap -o read_bw.html")
+        for src in (svg, rxe_html):
             doc = open(src, encoding="utf-8").read()
             m = re.search(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', doc)
             size = (int(float(m.group(1))), int(float(m.group(2))))
