@@ -11,6 +11,7 @@ PKGS=(
   catch2                             # unit tests (Catch2 v2)
   clang libclang-rt-14-dev           # fuzz targets (tests/fuzz): clang 14's libFuzzer and sanitizers
   tshark python3-scapy               # independent decoders for cross-checks
+  chromium                           # tests: renders hcaemu ladder's SVG/HTML to PNG (headless, file:// only)
   qemu-system-x86 busybox-static cpio kmod iproute2 tcpdump   # interop: the rxe guest (scripts/interop)
   ibverbs-utils ibverbs-providers perftest                    # interop: the guest's rdma-core tools
   python3-pyverbs                    # rdma-core's own test suite against hcaemu's libibverbs (suite verbs)

@@ -21,6 +21,7 @@
 #include "tools/hcaemu/samples.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
 #include "tools/hcaemu/stop.hpp"
+#include "tools/ladder/ladder.hpp"
 #include "transport/hca.hpp"
 
 namespace hcaemu::tools {
@@ -28,8 +29,8 @@ namespace hcaemu::tools {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: hcaemu demo [--pcap FILE] [--size N] [--quiet]\n"
-    "       hcaemu demo --samples [--pcap FILE] [--brief | --json | --quiet]\n"
+    "usage: hcaemu demo [--pcap FILE] [--ladder OUT] [--size N] [--quiet]\n"
+    "       hcaemu demo --samples [--pcap FILE] [--ladder OUT] [--brief | --json | --quiet]\n"
     "\n"
     "Two hcaemu HCAs, A (198.18.0.1) and B (198.18.0.2), joined by DPDK's net_ring pair in this\n"
     "process (no NIC needed), each with one RC QP. A performs, one after the other, a SEND, an\n"
@@ -41,6 +42,8 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  --pcap FILE   where to write the capture (default: hcaemu-demo.pcap)\n"
+    "  --ladder OUT  also draw the capture as a ladder diagram, OUT.svg or OUT.html (see\n"
+    "                `hcaemu ladder`; the embedded link drops no frame, so no arrow ends in a cross)\n"
     "  --size N      bytes of the SEND, WRITE and READ, 0 to 1048576 (default: a 64-byte SEND,\n"
     "                3000-byte WRITE and READ, three packets each)\n"
     "  --quiet       no step-by-step story: the checks and the summary only\n"
@@ -530,6 +533,7 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
 
 int cmd_demo(int argc, char** argv) {
     std::string file = "hcaemu-demo.pcap";
+    std::string ladder_out;
     pkt::DissectOptions opt;
     bool quiet = false, samples = false, format_given = false;
     int64_t size = -1;
@@ -541,6 +545,10 @@ int cmd_demo(int argc, char** argv) {
         } else if (a == "--pcap") {
             if (i + 1 >= argc) return usage_error("demo", "--pcap needs a file name");
             file = argv[++i];
+        } else if (a == "--ladder") {
+            if (i + 1 >= argc) return usage_error("demo", "--ladder needs a file name");
+            ladder_out = argv[++i];
+            if (!ladder::output_ext_ok(ladder_out)) return usage_error("demo", "--ladder: the file must end in .svg, .html or .htm");
         } else if (a == "--size") {
             if (i + 1 >= argc) return usage_error("demo", "--size needs a number");
             const auto v = parse_uint(argv[++i], 0, kMaxSize);
@@ -562,7 +570,16 @@ int cmd_demo(int argc, char** argv) {
     }
     if (samples && size >= 0) return usage_error("demo", "--size is for the run on the link, not --samples");
     if (!samples && format_given) return usage_error("demo", "--brief and --json go with --samples");
-    return samples ? run_samples(file, opt, quiet) : run_link(file, size, quiet);
+    const int rc = samples ? run_samples(file, opt, quiet) : run_link(file, size, quiet);
+    if (ladder_out.empty() || rc == kExitUsage || stop_requested()) return rc;
+    std::string err;
+    ladder::Ladder model;
+    if (ladder::write_ladder(file, {}, ladder_out, {}, err, &model) != ladder::WriteResult::ok) {
+        std::fprintf(stderr, "hcaemu demo: ladder: %s\n", err.c_str());
+        return kExitFail;
+    }
+    std::printf("ladder diagram of %s: %s (%zu arrows)\n", file.c_str(), ladder_out.c_str(), model.arrows.size());
+    return rc;
 }
 
 }  // namespace hcaemu::tools

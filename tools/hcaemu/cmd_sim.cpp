@@ -1,12 +1,14 @@
 // hcaemu sim: two HCAs over the in-memory wire in virtual time, with seeded faults. Prints every
 // packet and transport event, or writes the traffic as pcap; then a summary; then verifies the
 // destination memory and the completions, and exits non-zero on any difference.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dpdk_port/pcap_file.hpp"
@@ -14,6 +16,7 @@
 #include "tools/hcaemu/cli.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
 #include "tools/hcaemu/stop.hpp"
+#include "tools/ladder/ladder.hpp"
 
 namespace hcaemu::tools {
 
@@ -47,6 +50,9 @@ constexpr const char* kHelp =
     "  --seed N            fault and data seed (default 1)\n"
     "output:\n"
     "  --pcap FILE         write every frame put on the wire to FILE instead of the trace\n"
+    "  --ladder FILE       with --pcap: also draw the capture as a ladder diagram (FILE.svg or\n"
+    "                      FILE.html; see `hcaemu ladder`), the frames the wire dropped ending\n"
+    "                      in a cross\n"
     "  --quiet             no trace, summary only\n"
     "  -h, --help          this text\n";
 
@@ -63,6 +69,7 @@ struct Args {
     uint64_t latency_ns = 2000;
     uint64_t seed = 1;
     std::string pcap;
+    std::string ladder;
     bool quiet = false;
 };
 
@@ -178,9 +185,11 @@ int parse_args(int argc, char** argv, Args& a) {
         else if (k == "--corrupt") ok = parse_prob(v.c_str(), a.faults.corrupt);
         else if (k == "--delay") ok = parse_prob(v.c_str(), a.faults.delay);
         else if (k == "--pcap") a.pcap = v;
+        else if (k == "--ladder") ok = !(a.ladder = v).empty() && ladder::output_ext_ok(v);
         else return usage_error("sim", "unknown option '" + k + "'");
         if (!ok) return usage_error("sim", "bad value for " + k + ": '" + v + "'");
     }
+    if (!a.ladder.empty() && a.pcap.empty()) return usage_error("sim", "--ladder draws the capture: it needs --pcap FILE");
     return 0;
 }
 
@@ -244,8 +253,22 @@ int cmd_sim(int argc, char** argv) {
     SideTrace st[2] = {{&tr, 0}, {&tr, 1}};
     p.side[0].hca->set_trace(on_event, &st[0]);
     p.side[1].hca->set_trace(on_event, &st[1]);
+    // For --ladder: which captured frames the wire dropped. A loss or an oversize drop follows its
+    // frame's `sent` at once; an rx_full drop comes later with the sender's buffer, remembered here.
+    std::vector<ladder::Drop> drops;
+    std::unordered_map<const uint8_t*, uint64_t> frame_of_buf;
+    uint64_t captured = 0;
+    const bool track = !a.ladder.empty();
     p.wire.set_tap([&](int dir, const uint8_t* f, uint32_t len, uint64_t t, port::Event ev) {
-        if (ev == port::Event::sent && pcap) pcap->write({f, len}, t);
+        if (ev == port::Event::sent && pcap) {
+            pcap->write({f, len}, t);
+            ++captured;
+            if (track) frame_of_buf[f] = captured;
+        }
+        if (track && ev == port::Event::lost) drops.push_back({captured, ladder::DropReason::lost});
+        if (track && ev == port::Event::too_big) drops.push_back({captured, ladder::DropReason::too_big});
+        if (track && ev == port::Event::rx_full)
+            if (auto it = frame_of_buf.find(f); it != frame_of_buf.end()) drops.push_back({it->second, ladder::DropReason::rx_full});
         if (port::is_drop(ev) && tr.on) {
             tr.prefix(dir);
             tr.frame(f, len, (std::string("WIRE  ") + port::event_name(ev) + ": ").c_str());
@@ -440,6 +463,17 @@ int cmd_sim(int argc, char** argv) {
         std::printf("delivered at B    %u of %u operations, %" PRIu64 " lost and %" PRIu64 " delivered twice (%s has no\n"
                     "                  retransmission%s)\n", a.count - uint32_t(dropped), a.count, dropped, dups, name(c.type),
                     c.type == QpType::ud ? " and no duplicate detection" : "");
+    }
+    if (!a.ladder.empty()) {
+        pcap->flush();
+        std::sort(drops.begin(), drops.end(), [](const ladder::Drop& x, const ladder::Drop& y) { return x.frame < y.frame; });
+        std::string err;
+        ladder::Ladder model;
+        if (ladder::write_ladder(a.pcap, drops, a.ladder, {}, err, &model) == ladder::WriteResult::ok)
+            std::printf("ladder            %s: %zu arrows, %" PRIu64 " of them dropped on the wire\n", a.ladder.c_str(),
+                        model.arrows.size(), model.stats.lost);
+        else
+            failf("ladder: " + err);
     }
     if (!fail.empty()) {
         std::printf("verify            FAIL: %s\n", fail.c_str());

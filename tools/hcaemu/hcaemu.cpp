@@ -28,6 +28,8 @@ constexpr const char* kHelp =
     "                      one line each (--json, --device unix:PATH)\n"
     "  stat                every counter of a running hcaemud: device, net, link, daemon\n"
     "                      (--json, --device unix:PATH)\n"
+    "  ladder FILE.pcap    a capture as a ladder (sequence) diagram, SVG or HTML: lanes per QP,\n"
+    "                      arrows per packet, retransmissions, NAKs and drops marked\n"
     "  exec -- PROGRAM     runs an unmodified verbs program (perftest, ibv_rc_pingpong) on hcaemu\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (sub == "perf") return hcaemu::tools::cmd_perf(argc - 1, argv + 1);
     if (sub == "res") return hcaemu::tools::cmd_res(argc - 1, argv + 1);
     if (sub == "stat") return hcaemu::tools::cmd_stat(argc - 1, argv + 1);
+    if (sub == "ladder") return hcaemu::tools::cmd_ladder(argc - 1, argv + 1);
     if (sub == "exec") return hcaemu::tools::cmd_exec(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
