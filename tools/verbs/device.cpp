@@ -48,32 +48,34 @@ void Node::halt() {
     th.join();
 }
 
-// The HCA is in this process: it moves frames only when its engine turns, so this thread turns it
-// whether or not the program calls into the library (a server blocked on its TCP socket still
-// ACKs). Idle, it sleeps in steps of 100 us; a post wakes it at once.
+// The HCA is in this process: it moves frames only when its engine turns, and only this thread
+// turns it, whether or not the program calls into the library (a server blocked on its TCP
+// socket still ACKs). While the program busy-polls a CQ (note_empty_poll) it turns without pause;
+// idle, it sleeps in steps of 100 us; a post wakes it at once. Completions the timers make
+// (retries exhausted) count in mu.epoch within 1 ms (turn_engine's `force`).
 void Node::run_local() {
     int idle = 0;
+    auto last_bump = std::chrono::steady_clock::now();
     while (!stop.load(std::memory_order_relaxed)) {
         size_t n = 0;
         bool busy = false;
         {
-            const std::lock_guard g(mu);
-            n = api->poll();
+            const std::lock_guard g(mu.m);
+            const auto now = std::chrono::steady_clock::now();
+            const bool force = now - last_bump >= std::chrono::milliseconds(1);
+            if (force) last_bump = now;
+            n = turn_engine(*this, force);
             busy = api->busy();
-            drain();
         }
-        if (n || busy) {
-            idle = 0;
+        if (n || busy || polled.exchange(false, std::memory_order_relaxed)) idle = 0;
+        if (!n && !busy && ++idle >= 50) {
+            std::unique_lock l(sleep_mu);
+            sleeping = true;
+            wake_cv.wait_for(l, std::chrono::microseconds(100));
+            sleeping = false;
             continue;
         }
-        if (++idle < 50) {
-            std::this_thread::yield();
-            continue;
-        }
-        std::unique_lock l(sleep_mu);
-        sleeping = true;
-        wake_cv.wait_for(l, std::chrono::microseconds(100));
-        sleeping = false;
+        if (!n && !busy) std::this_thread::yield();
     }
 }
 
@@ -270,6 +272,10 @@ std::shared_ptr<Node> open_node(Dev& d) {
     const bool have_cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
     if (d.spec == "local") {
         if (attach_from_env(o, err)) c = api::open_device("local", o, err);
+        // DPDK's EAL pinned this (the program's) thread to its main lcore: give it back the CPUs
+        // it had. Pinned, a busy-polling thread waited up to a second for its one CPU on a loaded
+        // machine while the other was free.
+        if (c && have_cpus) (void)sched_setaffinity(0, sizeof cpus, &cpus);
     } else {
         c = api::open_device(d.spec, o, err);
     }
