@@ -67,6 +67,7 @@ void Node::run_local() {
             n = turn_engine(*this, force);
             busy = api->busy();
         }
+        note_thread_turn(*this);
         if (n || busy || polled.exchange(false, std::memory_order_relaxed)) idle = 0;
         if (!n && !busy && ++idle >= 50) {
             std::unique_lock l(sleep_mu);

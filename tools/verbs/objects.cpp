@@ -95,9 +95,10 @@ size_t turn_engine(Node& n, bool force) {
     const size_t moved = n.api->poll();
     n.drain();
     if (moved || had_work || force || n.api->busy()) n.mu.epoch.fetch_add(1, std::memory_order_release);
-    n.last_turn_ns.store(now_ns(), std::memory_order_relaxed);
     return moved;
 }
+
+void note_thread_turn(Node& n) { n.last_turn_ns.store(now_ns(), std::memory_order_relaxed); }
 
 bool still_empty(Node& n, CqW& w) {
     if (!n.local || n.mu.epoch.load(std::memory_order_acquire) != w.empty_at.load(std::memory_order_relaxed))

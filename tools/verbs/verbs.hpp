@@ -75,7 +75,7 @@ struct Node {
     std::atomic<bool> stop{false};
     std::atomic<bool> sleeping{false};
     std::atomic<bool> polled{false};               // a program's poll found a CQ empty: keep turning
-    std::atomic<int64_t> last_turn_ns{0};          // local: when the engine last turned (steady clock)
+    std::atomic<int64_t> last_turn_ns{0};          // local: the progress thread's last turn (steady clock)
     std::mutex sleep_mu;
     std::condition_variable wake_cv;
     cpu_set_t cpus{};                              // the process's CPUs before DPDK pinned it
@@ -191,6 +191,7 @@ bool still_empty(Node& n, CqW& w);
 // Local, under n.mu: one engine turn and a drain; counts in the epoch when it may have completed
 // something (moved frames, QPs with work before or after, or `force`). Frames moved.
 size_t turn_engine(Node& n, bool force);
+void note_thread_turn(Node& n);  // the progress thread has turned the engine (still_empty's clock)
 // Under n.mu, when a poll found `w` empty: local, the epoch noted for still_empty; unix,
 // libhcaemu's poll() (a yield every 64th call, the daemon's events).
 void found_empty(Node& n, CqW& w);
