@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_verbs as cv  # noqa: E402
@@ -65,6 +66,20 @@ def stop(d, name):
     expect(f"{name}: SIGTERM, exit 0", rc == 0, (rc, d.out[-2000:], d.err[-2000:]))
 
 
+def link_up(ends, timeout=30):
+    """A daemon is ready once its socket accepts, its memif link some time later (a loaded machine:
+    seconds): ibv_rc_pingpong -n 1 until one passes (ARP answered, one exchange each way)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        port = str(cv.free_port())
+        cmd = ["ibv_rc_pingpong", "-d", "hcaemu0", "-g", "1", "-p", port, "-n", "1"]
+        r = cv.run_pair("ibv_rc_pingpong", cmd, ends[0][0], cmd + ["127.0.0.1"], ends[1][0], port, "link", timeout=30)
+        if r and r[0][0] == 0 and r[1][0] == 0:
+            return True
+        time.sleep(1)
+    return False
+
+
 def two_daemons(tmp, hcaemud, only):
     tag = f"vd{os.getpid()}"
     sa, sb = os.path.join(tmp, "a.sock"), os.path.join(tmp, "b.sock")
@@ -78,7 +93,9 @@ def two_daemons(tmp, hcaemud, only):
         if expect("two: daemon B (memif client) ready", db.wait_ready(), db.err):
             ends = ((cv.env_for(HCAEMU_DEVICE=f"unix:{sa}"), "::ffff:198.18.2.1"),
                     (cv.env_for(HCAEMU_DEVICE=f"unix:{sb}"), "::ffff:198.18.2.2"))
-            matrix(tmp, "two", ends, only)
+            if expect("two: the memif link between the daemons carries a pingpong (up to 30 s after start)",
+                      link_up(ends)):
+                matrix(tmp, "two", ends, only)
     finally:
         stop(db, "two: daemon B")
         stop(da, "two: daemon A")

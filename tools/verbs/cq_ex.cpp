@@ -31,7 +31,8 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     pthread_mutex_lock(&w.poll_mu);
     bool got;
     {
-        const std::lock_guard g(n.mu.m);  // taking completions adds none: the epoch stays
+        n.mu.lock_raw();  // taking completions adds none: the epoch stays
+        const std::lock_guard g(n.mu.m, std::adopt_lock);
         got = take_one(w);
         if (!got) found_empty(n, w);
     }
@@ -41,7 +42,9 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 }
 
 int next_poll(ibv_cq_ex* cq) {
-    const std::lock_guard g(node_of(cq->context).mu.m);
+    NodeMutex& mu = node_of(cq->context).mu;
+    mu.lock_raw();
+    const std::lock_guard g(mu.m, std::adopt_lock);
     return take_one(w_of(cq)) ? 0 : ENOENT;
 }
 

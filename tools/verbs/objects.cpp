@@ -81,15 +81,6 @@ void to_ibv_wc(const Wc& c, ibv_wc& o) {
     o.dlid_path_bits = c.dlid_path_bits;
 }
 
-namespace {
-
-int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-}  // namespace
-
 size_t turn_engine(Node& n, bool force) {
     const bool had_work = n.api->busy();
     const size_t moved = n.api->poll();
@@ -98,13 +89,23 @@ size_t turn_engine(Node& n, bool force) {
     return moved;
 }
 
-void note_thread_turn(Node& n) { n.last_turn_ns.store(now_ns(), std::memory_order_relaxed); }
 
 bool still_empty(Node& n, CqW& w) {
     if (!n.local || n.mu.epoch.load(std::memory_order_acquire) != w.empty_at.load(std::memory_order_relaxed))
         return false;
     n.note_empty_poll();
-    if (now_ns() - n.last_turn_ns.load(std::memory_order_relaxed) < 20'000) return true;
+    // No clock here (clock_gettime was half of a polling program's time on this machine): the
+    // progress thread counts its turns; 64 empty polls in a row without one mean it has no CPU.
+    thread_local uint64_t seen = 0;
+    thread_local uint32_t idle_polls = 0;
+    const uint64_t turns = n.thread_turns.load(std::memory_order_relaxed);
+    if (turns != seen) {
+        seen = turns;
+        idle_polls = 0;
+        return true;
+    }
+    if (++idle_polls < 64) return true;
+    idle_polls = 0;
     // The progress thread has had no CPU for a while: one turn here, if the mutex is free.
     if (!n.mu.m.try_lock()) return true;
     (void)turn_engine(n, false);
@@ -132,7 +133,8 @@ int cq_poll(ibv_cq* cq, int num, ibv_wc* wc) {
     if (still_empty(n, *w)) return 0;
     Wc tmp[16];
     int total = 0;
-    const std::lock_guard g(n.mu.m);
+    n.mu.lock_raw();
+    const std::lock_guard g(n.mu.m, std::adopt_lock);
     while (total < num) {
         const int want = std::min(num - total, 16);
         const int k = w->api->poll(std::span<Wc>(tmp, size_t(want)));

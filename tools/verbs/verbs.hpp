@@ -48,7 +48,14 @@ struct ChanW;
 struct NodeMutex {
     std::mutex m;
     std::atomic<uint64_t> epoch{1};
-    void lock() { m.lock(); }
+    std::atomic<uint32_t> waiting{0};  // verbs waiting for `m`: the progress thread lets them in
+    void lock() { lock_raw(); }
+    void lock_raw() {  // as lock(); unlock with m.unlock() when nothing was completed
+        if (m.try_lock()) return;
+        waiting.fetch_add(1, std::memory_order_relaxed);
+        m.lock();
+        waiting.fetch_sub(1, std::memory_order_relaxed);
+    }
     bool try_lock() { return m.try_lock(); }
     void unlock() {
         epoch.fetch_add(1, std::memory_order_release);
@@ -75,7 +82,7 @@ struct Node {
     std::atomic<bool> stop{false};
     std::atomic<bool> sleeping{false};
     std::atomic<bool> polled{false};               // a program's poll found a CQ empty: keep turning
-    std::atomic<int64_t> last_turn_ns{0};          // local: the progress thread's last turn (steady clock)
+    std::atomic<uint64_t> thread_turns{0};         // local: the progress thread's engine turns
     std::mutex sleep_mu;
     std::condition_variable wake_cv;
     cpu_set_t cpus{};                              // the process's CPUs before DPDK pinned it
@@ -186,12 +193,11 @@ ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_co
 void fill_cq_ex_ops(ibv_cq_ex& cq);
 // Local: true when `w` was found empty and nothing happened under the node's mutex since (the
 // poll returns 0 without taking it). The progress thread is kept turning; if it has not turned
-// for 20 us (no CPU), this thread turns the engine once itself when the mutex is free.
+// during 64 such polls (no CPU), this thread turns the engine once itself when the mutex is free.
 bool still_empty(Node& n, CqW& w);
 // Local, under n.mu: one engine turn and a drain; counts in the epoch when it may have completed
 // something (moved frames, QPs with work before or after, or `force`). Frames moved.
 size_t turn_engine(Node& n, bool force);
-void note_thread_turn(Node& n);  // the progress thread has turned the engine (still_empty's clock)
 // Under n.mu, when a poll found `w` empty: local, the epoch noted for still_empty; unix,
 // libhcaemu's poll() (a yield every 64th call, the daemon's events).
 void found_empty(Node& n, CqW& w);
