@@ -4,7 +4,9 @@ ibv_devices and ibv_devinfo -v on a local HCA (exact GUID, port, MTU and GID tab
 HCAEMU_DEVICE/HCAEMU_* variables' errors, then ibv_rc/uc/ud/srq_pingpong between two processes
 each with HCAEMU_DEVICE=local (the HCA inside the program), joined by DPDK's net_memif: -c data
 checks, -e completion events, several sizes, the programs' own byte counts and the addresses
-each side printed agreeing with the other's. Every process has a deadline.
+each side printed agreeing with the other's; perftest 4.5's eight tests the same way (their result
+rows, check perftest()). Pairs run two at a time. Every process has a deadline. The same programs
+through hcaemud: check_verbs_daemon.py.
 
 Under ASan the library needs the ASan runtime first in the uninstrumented program: LD_PRELOAD."""
 import argparse
