@@ -15,6 +15,10 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proclib  # noqa: E402
+from proclib import finish, free_port, memif, start  # noqa: E402
+
 failures = []
 
 
@@ -25,34 +29,8 @@ def expect(name, cond, detail=""):
         print(f"ok   {name}")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def eal(lcore, vdev):
-    return f"--no-huge -m 256 --no-pci --no-shconf -l {lcore} --log-level lib.eal:error --vdev={vdev}"
-
-
-def memif(role, sock):
-    return f"net_memif0,role={role},id=0,socket={sock},socket-abstract=no,bsize=10240"
-
-
-def start(args):
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def finish(p, timeout=60):
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()  # our own child, by its handle
-        out, err = p.communicate()
-        return -999, out.decode(errors="replace"), err.decode(errors="replace")
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return proclib.eal(lcore, vdev, mem=256)
 
 
 ADDR = re.compile(r"^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$", re.M)

@@ -27,12 +27,14 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     if (attr && attr->comp_mask) return EINVAL;
     CqW& w = w_of(cq);
     Node& n = node_of(cq->context);
+    if (still_empty(n, w)) return ENOENT;
     pthread_mutex_lock(&w.poll_mu);
     bool got;
     {
-        const std::lock_guard g(n.mu);
-        // An empty CQ turns the in-process engine once, as ibv_poll_cq does.
-        got = take_one(w) || (turn_local_engine(n) && take_one(w));
+        n.mu.lock_raw();  // taking completions adds none: the epoch stays
+        const std::lock_guard g(n.mu.m, std::adopt_lock);
+        got = take_one(w);
+        if (!got) found_empty(n, w);
     }
     if (got) return 0;  // poll_mu held until end_poll
     pthread_mutex_unlock(&w.poll_mu);
@@ -40,7 +42,9 @@ int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 }
 
 int next_poll(ibv_cq_ex* cq) {
-    const std::lock_guard g(node_of(cq->context).mu);
+    NodeMutex& mu = node_of(cq->context).mu;
+    mu.lock_raw();
+    const std::lock_guard g(mu.m, std::adopt_lock);
     return take_one(w_of(cq)) ? 0 : ENOENT;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,41 +81,70 @@ void to_ibv_wc(const Wc& c, ibv_wc& o) {
     o.dlid_path_bits = c.dlid_path_bits;
 }
 
-int turn_local_engine(Node& n) {
+size_t turn_engine(Node& n, bool force) {
+    const bool had_work = n.api->busy();
+    const size_t moved = n.api->poll();
+    n.drain();
+    if (moved || had_work || force || n.api->busy()) n.mu.epoch.fetch_add(1, std::memory_order_release);
+    return moved;
+}
+
+
+bool still_empty(Node& n, CqW& w) {
+    if (!n.local || n.mu.epoch.load(std::memory_order_acquire) != w.empty_at.load(std::memory_order_relaxed))
+        return false;
+    n.note_empty_poll();
+    // No clock here (clock_gettime was half of a polling program's time on this machine): the
+    // progress thread counts its turns; 64 empty polls in a row without one mean it has no CPU.
+    thread_local uint64_t seen = 0;
+    thread_local uint32_t idle_polls = 0;
+    const uint64_t turns = n.thread_turns.load(std::memory_order_relaxed);
+    if (turns != seen) {
+        seen = turns;
+        idle_polls = 0;
+        return true;
+    }
+    if (++idle_polls < 64) return true;
+    idle_polls = 0;
+    // The progress thread has had no CPU for a while: one turn here, if the mutex is free.
+    if (!n.mu.m.try_lock()) return true;
+    (void)turn_engine(n, false);
+    n.mu.m.unlock();
+    return n.mu.epoch.load(std::memory_order_relaxed) == w.empty_at.load(std::memory_order_relaxed);
+}
+
+void found_empty(Node& n, CqW& w) {
     if (!n.local) {
         // The daemon's engine needs the CPU this busy-polling thread takes: libhcaemu's poll()
         // yields every 64th call (and reads the daemon's events), as hcaemu's own tools do.
         (void)n.api->poll();
-        return 0;
+        return;
     }
-    const int moved = int(n.api->poll());
-    if (moved) n.drain();
-    return moved;
+    w.empty_at.store(n.mu.epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    n.note_empty_poll();
 }
 
 namespace {
 
+// Taking completions adds none: the raw mutex, so that the epoch stays (NodeMutex).
 int cq_poll(ibv_cq* cq, int num, ibv_wc* wc) {
     auto* w = wrap_of<CqW>(cq);
     Node& n = node_of(cq->context);
+    if (still_empty(n, *w)) return 0;
     Wc tmp[16];
     int total = 0;
-    const std::lock_guard g(n.mu);
-    for (bool turned = false;;) {
-        while (total < num) {
-            const int want = std::min(num - total, 16);
-            const int k = w->api->poll(std::span<Wc>(tmp, size_t(want)));
-            if (k < 0) return total ? total : -1;
-            for (int i = 0; i < k; ++i) to_ibv_wc(tmp[i], wc[total + i]);
-            total += k;
-            if (k < want) break;
-        }
-        // A program that busy-polls an empty CQ turns the in-process engine itself (once per
-        // call), as hcaemu's own tools do: no hand-off to the progress thread on that path.
-        if (total || turned) return total;
-        turned = true;
-        if (!turn_local_engine(n)) return 0;
+    n.mu.lock_raw();
+    const std::lock_guard g(n.mu.m, std::adopt_lock);
+    while (total < num) {
+        const int want = std::min(num - total, 16);
+        const int k = w->api->poll(std::span<Wc>(tmp, size_t(want)));
+        if (k < 0) return total ? total : -1;
+        for (int i = 0; i < k; ++i) to_ibv_wc(tmp[i], wc[total + i]);
+        total += k;
+        if (k < want) break;
     }
+    if (!total) found_empty(n, *w);
+    return total;
 }
 
 int cq_req_notify(ibv_cq* cq, int solicited_only) {
@@ -465,6 +495,7 @@ ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_co
         return nullptr;
     }
     w->api = r.value.release();
+    w->empty_at.store(0, std::memory_order_relaxed);  // no epoch is 0: the first poll looks
     ibv_cq& c = *as_cq(w);
     c.context = context;
     c.channel = channel;

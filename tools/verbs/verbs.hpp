@@ -42,13 +42,37 @@ namespace hcaemu::verbs {
 struct Ctx;
 struct ChanW;
 
+// The node's mutex. Every unlock counts one in `epoch`: a thread that found a CQ empty while
+// holding it at epoch E knows, as long as `epoch` is still E, that nothing can have been added
+// (a local HCA makes completions only under this mutex), and polls again without the mutex.
+struct NodeMutex {
+    std::mutex m;
+    std::atomic<uint64_t> epoch{1};
+    std::atomic<uint32_t> waiting{0};  // verbs waiting for `m`: the progress thread lets them in
+    void lock() { lock_raw(); }
+    void lock_raw() {  // as lock(); unlock with m.unlock() when nothing was completed
+        if (m.try_lock()) return;
+        waiting.fetch_add(1, std::memory_order_relaxed);
+        m.lock();
+        waiting.fetch_sub(1, std::memory_order_relaxed);
+    }
+    bool try_lock() { return m.try_lock(); }
+    void unlock() {
+        epoch.fetch_add(1, std::memory_order_release);
+        m.unlock();
+    }
+};
+
 // One api::Context and the thread that makes progress on it. `mu` serialises every use of `api`
 // (api objects are single-threaded): the progress thread holds it for one engine turn at a time,
-// a verb for its own call.
+// a verb for its own call. A program's thread that busy-polls holds it as little as it can
+// (still_empty): one that held it for an engine turn on every empty poll was preempted holding
+// it, pinned to a loaded CPU, and the progress thread, waiting for it, could not ACK for up to a
+// second (the peer's retries ran out).
 struct Node {
     std::unique_ptr<api::Context> api;
     bool local = false;
-    std::mutex mu;
+    NodeMutex mu;
     std::vector<Ctx*> ctxs;                        // the ibv contexts on it (under mu)
     std::vector<ChanW*> chans;                     // completion channels to feed (under mu)
     std::unordered_map<uint32_t, ibv_qp*> qps;     // by QPN, for async events (under mu)
@@ -59,6 +83,8 @@ struct Node {
     std::thread th;
     std::atomic<bool> stop{false};
     std::atomic<bool> sleeping{false};
+    std::atomic<bool> polled{false};               // a program's poll found a CQ empty: keep turning
+    std::atomic<uint64_t> thread_turns{0};         // local: the progress thread's engine turns
     std::mutex sleep_mu;
     std::condition_variable wake_cv;
     cpu_set_t cpus{};                              // the process's CPUs before DPDK pinned it
@@ -70,6 +96,12 @@ struct Node {
     void halt();
     void wake() {
         if (sleeping.load(std::memory_order_relaxed)) wake_cv.notify_one();
+    }
+    // A poll found its CQ empty: the progress thread stays awake (no 100 us sleeps) while the
+    // program busy-polls.
+    void note_empty_poll() {
+        if (!polled.load(std::memory_order_relaxed)) polled.store(true, std::memory_order_relaxed);
+        wake();
     }
     void drain();  // under mu: completion and async events to their channels and contexts
     void post_async(ibv_context* owner, const ibv_async_event& e);  // under mu; owner null: all
@@ -123,6 +155,7 @@ struct CqW {
     api::Cq* api;
     uint32_t delivered;  // events ibv_get_cq_event returned (under cq.mutex), as the kernel counts them
     Wc cur;              // the completion start_poll/next_poll stand on
+    std::atomic<uint64_t> empty_at;  // local: the node's epoch at which a poll found it empty
     pthread_mutex_t poll_mu;  // held from a successful ibv_start_poll to ibv_end_poll
 };
 inline ibv_cq* as_cq(CqW* w) { return reinterpret_cast<ibv_cq*>(&w->cq); }
@@ -163,9 +196,16 @@ void fill_query_ops(verbs_context& vc);  // query.cpp
 ibv_cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                          int comp_vector);
 void fill_cq_ex_ops(ibv_cq_ex& cq);
-// Under n.mu, when a poll finds the CQ empty: local, one engine turn and a drain (frames moved);
-// unix, libhcaemu's poll() (a yield every 64th call, the daemon's events), 0.
-int turn_local_engine(Node& n);
+// Local: true when `w` was found empty and nothing happened under the node's mutex since (the
+// poll returns 0 without taking it). The progress thread is kept turning; if it has not turned
+// during 64 such polls (no CPU), this thread turns the engine once itself when the mutex is free.
+bool still_empty(Node& n, CqW& w);
+// Local, under n.mu: one engine turn and a drain; counts in the epoch when it may have completed
+// something (moved frames, QPs with work before or after, or `force`). Frames moved.
+size_t turn_engine(Node& n, bool force);
+// Under n.mu, when a poll found `w` empty: local, the epoch noted for still_empty; unix,
+// libhcaemu's poll() (a yield every 64th call, the daemon's events).
+void found_empty(Node& n, CqW& w);
 void to_ibv_wc(const Wc& c, ibv_wc& o);
 // The ibv_wr_* API of a QP made with send_ops_flags: false (errno set) if it asks for an
 // operation hcaemu lacks or memory runs out; free_wr_api at destroy.

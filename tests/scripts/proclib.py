@@ -1,0 +1,101 @@
+"""What the python checks that run pairs of programs share: the pass/fail record, free TCP ports,
+DPDK EAL arguments for a net_memif pair, child processes with deadlines (killed by their own
+handle only), waiting for a server's TCP port. Daemons: daemonlib.py."""
+import os
+import socket
+import subprocess
+import threading
+import time
+
+failures = []
+_lock = threading.Lock()
+
+
+def expect(name, cond, detail="", quiet_ok=False):
+    """Records one check; the cases may run in threads."""
+    with _lock:
+        if not cond:
+            failures.append(f"{name}: {str(detail)[-3000:]}")
+            print(f"FAIL {name}", flush=True)
+        elif not quiet_ok:
+            print(f"ok   {name}", flush=True)
+    return bool(cond)
+
+
+def report(stream=None):
+    """The failures again at the end (on stderr), and the exit status: 0 when there were none."""
+    import sys
+    if failures:
+        print("\n".join("FAIL " + f for f in failures), file=stream or sys.stderr)
+        return 1
+    return 0
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def eal(lcore, vdev, mem=512, prefix=None):
+    """EAL arguments without hugepages or shared config (--no-shconf: no --file-prefix needed)."""
+    pre = f" --file-prefix={prefix}" if prefix else ""
+    return f"--no-huge -m {mem} --no-pci --no-shconf -l {lcore}{pre} --log-level lib.eal:error --vdev={vdev}"
+
+
+def memif(role, sock):
+    return f"net_memif0,role={role},id=0,socket={sock},socket-abstract=no,bsize=10240"
+
+
+def run(args, env=None, timeout=60):
+    """Runs to the end: (exit status, stdout, stderr); -999 when killed at the deadline."""
+    try:
+        r = subprocess.run(args, env=env, capture_output=True, timeout=timeout)
+        return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired as e:
+        return -999, (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
+
+
+def start(args, env=None):
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(p, timeout=90):
+    """Waits for a child started by start(): (exit status, stdout, stderr); -999 if it had to be
+    killed at the deadline (our own child, by its handle)."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return -999, out.decode(errors="replace"), err.decode(errors="replace")
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def listening(port):
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(f) as fh:
+            for line in fh.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def wait_listen(port, proc, timeout):
+    """True once something listens on TCP `port`; False if `proc` exited or the time ran out."""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        if listening(port):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def scratch(tmp, name):
+    """A fresh directory under tmp for one case (its memif socket, its files)."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d, exist_ok=True)
+    return d
