@@ -78,12 +78,13 @@ pkt::Ip6 link_local_of(const pkt::Mac& m) {
 }
 
 NetPort::NetPort(Port& inner, const Clock& clock, const NetConfig& cfg)
-    : inner_(inner), clock_(clock), cfg_(cfg), mac_(inner.mac()), ll_(link_local_of(mac_)) {
+    : inner_(inner), clock_(clock), cfg_(cfg), mac_(inner.mac()), ll_(link_local_of(mac_)),
+      loop_(std::max<uint32_t>(cfg.loopback_frames, 1)) {
     if (cfg_.tries == 0) cfg_.tries = 1;
 }
 
 NetPort::~NetPort() {
-    while (loop_head_ != loop_tail_) inner_.free(loop_[loop_head_++ % kLoopback]);
+    while (loop_head_ != loop_tail_) inner_.free(loop_[loop_head_++ % loop_.size()]);
 }
 
 void NetPort::set_capture(PcapWriter* w) {
@@ -110,9 +111,9 @@ uint16_t NetPort::tx_burst(Frame* frames, uint16_t n) {
             continue;
         }
         // To ourselves: the buffer moves to the loopback ring, no copy.
-        if (loop_tail_ - loop_head_ == kLoopback) return done;
+        if (loop_tail_ - loop_head_ == loop_.size()) return done;
         capture(frames[done].data, frames[done].len);
-        loop_[loop_tail_++ % kLoopback] = frames[done];
+        loop_[loop_tail_++ % loop_.size()] = frames[done];
         ++st_.loopback;
         ++done;
     }
@@ -142,7 +143,7 @@ uint16_t NetPort::rx_burst(Frame* frames, uint16_t n) {
     run_timers();
     uint16_t keep = 0;
     while (keep < n && loop_head_ != loop_tail_) {  // looped frames first (captured when sent)
-        frames[keep++] = loop_[loop_head_++ % kLoopback];
+        frames[keep++] = loop_[loop_head_++ % loop_.size()];
         ++st_.rx_roce;
     }
     const uint16_t got = uint16_t(keep + inner_.rx_burst(frames + keep, uint16_t(n - keep)));

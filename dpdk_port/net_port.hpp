@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/pcap_file.hpp"
@@ -46,6 +47,10 @@ struct NetConfig {
     uint64_t retry_ns = 1'000'000'000;  // between ARP requests / solicitations
     uint32_t tries = 3;                 // requests sent before the entry fails
     uint64_t reachable_ns = 300'000'000'000ull;
+    // Frames to our own address waiting for rx_burst. One engine turn may send tx_budget frames
+    // per QP to ourselves and takes back a burst of 32: the ring must hold what a client of a
+    // daemon talking to another client sends in a burst (64 lost READ responses and UD SENDs).
+    uint32_t loopback_frames = 4096;
 };
 
 enum class NeighborState : uint8_t { unknown, resolving, reachable, failed };
@@ -105,7 +110,6 @@ class NetPort final : public Port {
 public:
     static constexpr uint32_t kNeighbors = 64;
     static constexpr uint16_t kCaptureBurst = 32;
-    static constexpr uint32_t kLoopback = 64;       // looped frames waiting for rx_burst  // frames copied per inner tx_burst when capturing
 
     // `inner` and `clock` must outlive the NetPort.
     NetPort(Port& inner, const Clock& clock, const NetConfig& cfg);
@@ -189,7 +193,7 @@ private:
     std::unique_ptr<uint8_t[]> stage_;  // kCaptureBurst frames of stage_cap_ bytes
     uint32_t stage_cap_ = 0;
     uint32_t stage_len_[kCaptureBurst] = {};
-    std::array<Frame, kLoopback> loop_{};  // free-running head and tail
+    std::vector<Frame> loop_;  // cfg_.loopback_frames; free-running head and tail
     uint32_t loop_head_ = 0, loop_tail_ = 0;
 };
 

@@ -791,7 +791,10 @@ TEST_CASE("loopback: RoCE v2 to our own MAC and IP comes back through rx, unchan
     wc.pool_frames = 256;
     wc.rx_ring = 256;
     MemWire wire(wc, clock);
-    NetPort net(wire.end(0), clock, net_config());
+    NetConfig nc = net_config();
+    CHECK(nc.loopback_frames == 4096);  // the default: what bursts between a daemon's clients need
+    nc.loopback_frames = 64;            // small enough to fill from this pool
+    NetPort net(wire.end(0), clock, nc);
     Port& peer = wire.end(1);
     const std::string path = "net_port_loopback.pcap";
     PcapWriter w(path);
@@ -831,15 +834,16 @@ TEST_CASE("loopback: RoCE v2 to our own MAC and IP comes back through rx, unchan
     CHECK(net.net_stats().rx_roce == 2);
     CHECK(net.rx_burst(got, 8) == 0);
 
-    // A full ring (kLoopback frames waiting) refuses the next one: the caller keeps it.
-    std::vector<Frame> many(NetPort::kLoopback + 1);
+    // A full ring (kLoop frames waiting) refuses the next one: the caller keeps it.
+    constexpr uint32_t kLoop = 64;
+    std::vector<Frame> many(kLoop + 1);
     for (auto& f : many) {
         REQUIRE(net.alloc(f));
         std::memcpy(f.data, self4.data(), self4.size());
         f.len = uint32_t(self4.size());
     }
-    CHECK(net.tx_burst(many.data(), uint16_t(many.size())) == NetPort::kLoopback);
-    CHECK(net.net_stats().loopback == 2 + NetPort::kLoopback);
+    CHECK(net.tx_burst(many.data(), uint16_t(many.size())) == kLoop);
+    CHECK(net.net_stats().loopback == 2 + kLoop);
     net.free(many.back());
     uint32_t back = 0;
     while ((n = net.rx_burst(got, 8)) != 0) {
@@ -849,7 +853,7 @@ TEST_CASE("loopback: RoCE v2 to our own MAC and IP comes back through rx, unchan
         }
         back += n;
     }
-    CHECK(back == NetPort::kLoopback);
+    CHECK(back == kLoop);
     CHECK(wire.pool_free(0) == wire.pool_frames());  // every buffer went back
     net.set_capture(nullptr);
     w.flush();
@@ -859,7 +863,7 @@ TEST_CASE("loopback: RoCE v2 to our own MAC and IP comes back through rx, unchan
     PcapFrame pf;
     size_t count = 0;
     while (r.next(pf)) ++count;
-    CHECK(count == 3 + NetPort::kLoopback);
+    CHECK(count == 3 + kLoop);
     std::remove(path.c_str());
 }
 
