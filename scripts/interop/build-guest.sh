@@ -86,7 +86,9 @@ put() {  # put FILE: copy FILE (symlinks followed) to the same path in the image
 put_with_libs() {
   put "$1"
   local lib
-  for lib in $(ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do put "$lib"; done
+  # Debian's libraries, never a build tree's (meson's test environment puts hcaemu's libibverbs
+  # first in LD_LIBRARY_PATH; the guest must get rdma-core's).
+  for lib in $(env -u LD_LIBRARY_PATH ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do put "$lib"; done
 }
 for b in "${BINS[@]}"; do put_with_libs "$b"; done
 rm -f "$ROOT/bin/ip" "$ROOT/bin/tc"           # iproute2's, not busybox's

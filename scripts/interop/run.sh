@@ -31,6 +31,9 @@
 # Exit status: 0 all cases passed, 1 a case failed, 2 bad arguments, 77 (meson: skipped) qemu
 # cannot run here (not root, no qemu, no /dev/net/tun, no network namespaces).
 set -uo pipefail
+# meson's test environment sets LD_LIBRARY_PATH to hcaemu's libibverbs (the test depends on it);
+# nothing here wants it implicitly: `hcaemu exec` sets it for the programs that run on hcaemu.
+unset LD_LIBRARY_PATH
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
