@@ -1055,8 +1055,16 @@ def main():
         stale.bind(s2)
         stale.close()
         p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
-        log2.seek(0)
-        check("removed the stale socket" in log2.read() and p2.poll() is None, "stale socket removed")
+        # The stale file already exists, so start_daemon cannot wait for it: wait for the log line.
+        deadline = time.time() + 20
+        text = ""
+        while time.time() < deadline and p2.poll() is None:
+            log2.seek(0)
+            text = log2.read()
+            if "serving" in text:
+                break
+            time.sleep(0.05)
+        check("removed the stale socket" in text and "serving" in text and p2.poll() is None, "stale socket removed")
         one = Client(s2)
         two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         two.settimeout(5)
