@@ -102,11 +102,13 @@ def start_daemon(d, sock, extra=(), name="p"):
     log = open(os.path.join(d, f"daemon-{name}.log"), "w+")
     p = subprocess.Popen([HCAEMUD, "--socket", sock, "--eal", eal, "--ip", IP + "/24", *extra],
                          stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        if os.path.exists(sock) or p.poll() is not None:
+    # Ready when it says it serves (the socket file alone may be a stale one, or not listening yet).
+    deadline = time.time() + 30
+    while time.time() < deadline and p.poll() is None:
+        log.seek(0)
+        if "hcaemud: serving" in log.read():
             break
         time.sleep(0.05)
-    time.sleep(0.2)
     return p, log
 
 
@@ -1055,15 +1057,8 @@ def main():
         stale.bind(s2)
         stale.close()
         p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
-        # The stale file already exists, so start_daemon cannot wait for it: wait for the log line.
-        deadline = time.time() + 20
-        text = ""
-        while time.time() < deadline and p2.poll() is None:
-            log2.seek(0)
-            text = log2.read()
-            if "serving" in text:
-                break
-            time.sleep(0.05)
+        log2.seek(0)
+        text = log2.read()
         check("removed the stale socket" in text and "serving" in text and p2.poll() is None, "stale socket removed")
         one = Client(s2)
         two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
