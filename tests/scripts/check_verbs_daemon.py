@@ -10,7 +10,8 @@ perftest 4.5 binaries, each program's own memory registered with the daemon (doc
 In each mode every program runs as server and as client on hcaemu: ibv_rc/uc/ud/srq_pingpong with
 -c (the programs check the bytes), -e, several sizes; ib_write_bw, ib_read_bw, ib_send_bw,
 ib_atomic_bw, ib_write_lat, ib_read_lat, ib_send_lat, ib_atomic_lat with -a (every size from 2 B to
-8 MiB, a few iterations each), -q 4, -D 1, -c UD, -A FETCH_AND_ADD / CMP_AND_SWAP, -e. Each case:
+8 MiB, a few iterations each: every BW and latency test but the atomics, whose size is fixed), -q 4,
+-D 1, -c UD, -A FETCH_AND_ADD / CMP_AND_SWAP, -e. Each case:
 exit 0 on both sides and the programs' own result lines (check_verbs.pingpong/perftest). The
 daemons end by SIGTERM with exit 0. Cases run three at a time (each its own TCP port)."""
 import argparse
@@ -37,12 +38,15 @@ PERFTESTS = [
     ("ib_write_bw", ["-a"], 0, 5, None, "one two"), ("ib_write_bw", ["-q", "4"], 8192, 50, 200, "one two"),
     ("ib_write_bw", ["-D", "1"], 65536, None, None, "one two"),
     ("ib_read_bw", [], 65536, 20, None, "one two"), ("ib_read_bw", ["-q", "4"], 4096, 50, 200, "one two"),
+    ("ib_read_bw", ["-a"], 0, 5, None, "one two"), ("ib_send_bw", ["-D", "1"], 4096, None, None, "two"),
     ("ib_send_bw", ["-a"], 0, 5, None, "one two"), ("ib_send_bw", ["-e"], 4096, 100, None, "one two"),
     ("ib_send_bw", ["-c", "UD"], 1024, 100, None, "one two"),
     ("ib_atomic_bw", ["-A", "FETCH_AND_ADD"], 0, 50, None, "one two"),
     ("ib_atomic_bw", ["-A", "CMP_AND_SWAP", "-q", "4"], 0, 50, 200, "one two"),
     ("ib_atomic_bw", ["-A", "CMP_AND_SWAP"], 0, 100, None, "one"),
-    ("ib_write_lat", [], 8, 200, None, "one two"),
+    ("ib_write_lat", [], 8, 200, None, "one two"), ("ib_write_lat", ["-a"], 0, 5, None, "one two"),
+    ("ib_read_lat", ["-a"], 0, 5, None, "one two"), ("ib_send_lat", ["-a"], 0, 5, None, "one two"),
+    ("ib_send_lat", ["-c", "UD"], 64, 100, None, "one two"),
     ("ib_read_lat", [], 64, 100, None, "one two"),
     ("ib_send_lat", ["-e"], 64, 100, None, "one two"), ("ib_send_lat", ["-D", "1"], 64, None, None, "one two"),
     ("ib_atomic_lat", ["-A", "FETCH_AND_ADD"], 0, 100, None, "one two"),
