@@ -37,6 +37,8 @@ constexpr uint32_t local_write = 1u << 0, remote_write = 1u << 1, remote_read = 
                    remote_atomic = 1u << 3, mw_bind = 1u << 4, zero_based = 1u << 5;
 // Zero-based MRs (addressed from 0 rather than their VA) are not supported: refused with EINVAL.
 constexpr uint32_t supported = local_write | remote_write | remote_read | remote_atomic;
+// Whether the HCA may write into an MR with these rights (so its pages must be writable).
+constexpr bool writes_memory(uint32_t a) { return a & (local_write | remote_write | remote_atomic); }
 }  // namespace access
 
 enum class Mtu : uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };  // IBV_MTU_*

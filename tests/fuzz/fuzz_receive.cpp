@@ -56,7 +56,7 @@ struct Region {
     std::vector<uint8_t> buf;  // kCanary + len + kCanary
     Mr mr;
     uint8_t* data() { return buf.data() + kCanary; }
-    bool writable() const { return access & (access::local_write | access::remote_write | access::remote_atomic); }
+    bool writable() const { return access::writes_memory(access); }
 };
 constexpr size_t kMrLen = 4096;
 // An MR's initial bytes, and the canary: copied and compared with memcpy/memcmp (the loops would

@@ -458,7 +458,7 @@ public:
         bool own_fd = false;
         if (move) {
             if (!addr || length == 0) return Status::invalid_argument;
-            const bool writable = acc & (access::local_write | access::remote_write | access::remote_atomic);
+            const bool writable = access::writes_memory(acc);
             if (Status s = share_fn_(addr, length, writable, sh, own_fd); s != Status::ok) return s;
             req.offset = sh.offset;
             req.length = length;
@@ -900,7 +900,7 @@ public:
             return {Status::invalid_argument, nullptr};
         remap::Share sh;
         bool own_fd = false;
-        const bool writable = access & (access::local_write | access::remote_write | access::remote_atomic);
+        const bool writable = access::writes_memory(access);
         if (Status s = share_range(addr, length, writable, sh, own_fd); s != Status::ok) return {s, nullptr};
         ctl::RegMrReq req;
         req.pd = pd.handle();

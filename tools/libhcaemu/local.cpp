@@ -35,8 +35,6 @@ private:
     hcaemu::Pd h_;
 };
 
-bool writes(uint32_t access) { return access & (access::local_write | access::remote_write | access::remote_atomic); }
-
 class LocalMr final : public Mr {
 public:
     LocalMr(AttachedPtr a, hcaemu::Mr m) : at_(std::move(a)), h_(std::move(m)) {}
@@ -52,7 +50,7 @@ public:
         std::string err;
         const uint32_t acc = (flags & rereg::change_access) ? access : h_.access();
         if (flags & rereg::change_translation)
-            if (Status s = remap::check_mapped(addr, length, writes(acc), err); s != Status::ok) return s;
+            if (Status s = remap::check_mapped(addr, length, access::writes_memory(acc), err); s != Status::ok) return s;
         return h_ ? h_.rereg(flags, p ? &p->inner() : nullptr, addr, length, access) : Status::bad_handle;
     }
 
@@ -213,7 +211,7 @@ public:
         if (!r.ok()) return Result<std::unique_ptr<Mr>>::error(r.status);
         // The arguments first (EINVAL), then the pages (EFAULT), as the kernel checks them.
         std::string err;
-        if (Status s = remap::check_mapped(addr, length, writes(access), err); s != Status::ok) {
+        if (Status s = remap::check_mapped(addr, length, access::writes_memory(access), err); s != Status::ok) {
             (void)r.value.destroy();
             return Result<std::unique_ptr<Mr>>::error(s);
         }
