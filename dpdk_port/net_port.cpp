@@ -27,7 +27,6 @@ pkt::Ip6 load_ip6(const uint8_t* p) {
     return a;
 }
 bool is_multicast(const pkt::Mac& m) { return m[0] & 1; }
-bool is_link_local(const pkt::Ip6& a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }  // RFC 4291 2.5.6
 
 uint32_t sum16(const uint8_t* p, uint32_t len, uint32_t s) {
     for (uint32_t i = 0; i + 1 < len; i += 2) s += uint32_t(p[i] << 8 | p[i + 1]);
@@ -426,7 +425,7 @@ NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
     } else {
         e = &insert(gid);
     }
-    if (pkt::is_ipv4_mapped(gid) ? !cfg_.ip4 : !cfg_.ip6 && !is_link_local(gid)) {
+    if (pkt::is_ipv4_mapped(gid) ? !cfg_.ip4 : !cfg_.ip6 && !pkt::is_link_local(gid)) {
         ++st_.resolve_no_address;
         e->state = NeighborState::failed;
         e->due_ns = now + cfg_.retry_ns;
@@ -532,7 +531,7 @@ bool NetPort::send_nd(uint8_t type, uint8_t flags, const pkt::Ip6& src, const pk
 // RFC 4861 4.3: to the solicited-node multicast address, from the address of the target's scope.
 bool NetPort::send_ns(const pkt::Ip6& target) {
     const pkt::Ip6 dst = solicited_node(target);
-    const pkt::Ip6 src = is_link_local(target) ? ll_ : *cfg_.ip6;
+    const pkt::Ip6 src = pkt::is_link_local(target) ? ll_ : *cfg_.ip6;
     return send_nd(kNs, 0, src, dst, multicast_mac(dst), target);
 }
 

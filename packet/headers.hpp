@@ -187,6 +187,8 @@ constexpr bool is_ipv4_mapped(const Ip6& g) {
         if (g[size_t(i)]) return false;
     return g[10] == 0xff && g[11] == 0xff;
 }
+// fe80::/10 (RFC 4291 2.5.6): GID 0 of a RoCE port, derived from its MAC.
+constexpr bool is_link_local(const Ip6& a) { return a[0] == 0xfe && (a[1] & 0xc0) == 0x80; }
 constexpr uint32_t ipv4_of_mapped(const Ip6& g) {
     return uint32_t(g[12]) << 24 | uint32_t(g[13]) << 16 | uint32_t(g[14]) << 8 | g[15];
 }

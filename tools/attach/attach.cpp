@@ -260,8 +260,7 @@ std::string unreachable_reason(const pkt::Ip6& peer, const IpPrefix& own) {
     } else {
         static constexpr pkt::Ip6 kLoopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
         if (peer == pkt::Ip6{} || peer[0] == 0xFF || peer == kLoopback) return "it is not a unicast address";
-        const bool link_local = peer[0] == 0xfe && (peer[1] & 0xc0) == 0x80;  // RFC 4291 2.5.6: fe80::/10
-        if (own.v4 && !link_local) return "this HCA has no IPv6 address (--ip is IPv4)";
+        if (own.v4 && !pkt::is_link_local(peer)) return "this HCA has no IPv6 address (--ip is IPv4)";
     }
     return "";
 }
