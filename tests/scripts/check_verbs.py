@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proclib import eal, expect, finish, free_port, memif, report, run, start, wait_listen  # noqa: E402
+from proclib import asan_env, eal, expect, finish, free_port, memif, report, run, start, wait_listen  # noqa: E402
 
 BASE_ENV = {}
 HCAEMU = [None]  # the hcaemu CLI (exec)
@@ -301,12 +301,7 @@ def setup_env(libdir, hcaemu=None):
     BASE_ENV["LD_LIBRARY_PATH"] = libdir
     HCAEMU[0] = hcaemu
     LIBDIR[0] = os.path.abspath(libdir)
-    ldd = subprocess.run(["ldd", os.path.join(libdir, "libibverbs.so.1")], capture_output=True, text=True).stdout
-    asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
-    if asan:
-        BASE_ENV["LD_PRELOAD"] = asan.group(2)
-        # The programs are not ours: their leaks are not reported; ours would be in our tests.
-        BASE_ENV["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+    BASE_ENV.update(asan_env(os.path.join(libdir, "libibverbs.so.1")))
 
 
 PINGPONGS = [  # prog, args, size, iterations

@@ -2,6 +2,7 @@
 DPDK EAL arguments for a net_memif pair, child processes with deadlines (killed by their own
 handle only), waiting for a server's TCP port. Daemons: daemonlib.py."""
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -9,6 +10,18 @@ import time
 
 failures = []
 _lock = threading.Lock()
+
+
+def asan_env(lib):
+    """Under ASan, an uninstrumented program (python, Debian's binaries) loading our library `lib`
+    needs the ASan runtime first: LD_PRELOAD. Their leaks are not ours: no leak report. {} when
+    `lib` is a plain build."""
+    ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
+    if not asan:
+        return {}
+    return {"LD_PRELOAD": asan.group(2),
+            "ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))}
 
 
 def expect(name, cond, detail="", quiet_ok=False):
