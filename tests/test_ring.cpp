@@ -340,8 +340,11 @@ TEST_CASE("poll_cq takes CQEs between cons and prod, converts them, and stores c
 TEST_CASE("purge_cq drops one QP's unpolled CQEs across the wrap, keeps the rest in order, never past prod") {
     FakeRing r(shm::RingKind::cq, 4, sizeof(shm::Cqe));
     ring::View v = attach_ok(r, shm::RingKind::cq, 4, sizeof(shm::Cqe));
+    shm::Cqe orig[6]{};
     auto put = [&](uint64_t n, uint64_t wr_id, uint32_t qpn) {
-        shm::Cqe c{};
+        shm::Cqe& c = orig[n];
+        auto* b = reinterpret_cast<uint8_t*>(&c);
+        for (size_t i = 0; i < sizeof c; ++i) b[i] = uint8_t(n * 37 + i);  // every byte its own
         c.wr_id = wr_id;
         c.qp_num = qpn;
         std::memcpy(r.entry(uint32_t(n % 4)), &c, sizeof(c));
@@ -354,6 +357,9 @@ TEST_CASE("purge_cq drops one QP's unpolled CQEs across the wrap, keeps the rest
     ring::purge_cq(v, 7);
     CHECK(r.hdr->prod.load() == 6);
     CHECK(r.hdr->cons.load() == 4);
+    // The kept entries 3 and 5, byte for byte, now in entries 4 and 5 (slots 0 and 1).
+    CHECK(std::memcmp(r.entry(0), &orig[3], sizeof(shm::Cqe)) == 0);
+    CHECK(std::memcmp(r.entry(1), &orig[5], sizeof(shm::Cqe)) == 0);
     Wc wc[4];
     REQUIRE(ring::poll_cq(v, wc) == 2);
     CHECK(wc[0].wr_id == 103);
