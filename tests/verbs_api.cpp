@@ -418,6 +418,37 @@ void check_async(ibv_context* ctx, ibv_pd* pd) {
     check(ibv_destroy_qp(qp) == 0 && ibv_destroy_srq(srq) == 0 && ibv_destroy_cq(cq) == 0, "destroy QP, SRQ, CQ");
 }
 
+// ibv_import_device/pd/mr: the imports share the original objects; whichever wrapper is destroyed
+// first destroys the object, the others then get EINVAL (not freed memory: ASan) until unimported.
+void check_import(ibv_context* ctx) {
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    static char buf[4096];
+    ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+    ibv_context* ictx = ibv_import_device(dup(ctx->cmd_fd));
+    check(pd && mr && ictx, "ibv_import_device on a dup of cmd_fd");
+    if (!pd || !mr || !ictx) return;
+    ibv_pd* ipd = ibv_import_pd(ictx, pd->handle);
+    ibv_mr* imr = ipd ? ibv_import_mr(ipd, mr->handle) : nullptr;
+    check(ipd && imr && imr->lkey == mr->lkey && imr->rkey == mr->rkey && imr->length == mr->length,
+          "ibv_import_pd, ibv_import_mr: the same keys and length");
+    errno = 0;
+    check(!ibv_import_pd(ictx, pd->handle + 1000) && errno == EINVAL, "ibv_import_pd of an unknown handle: EINVAL");
+    if (!ipd || !imr) return;
+    // The original MR destroyed: the imported wrapper's dereg finds the object gone.
+    check(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr of the original");
+    errno = 0;
+    check(ibv_dereg_mr(imr) == EINVAL, "ibv_dereg_mr of its import afterwards: EINVAL");
+    ibv_unimport_mr(imr);
+    // The imported PD destroyed first: the original's dealloc then fails; both wrappers unimported
+    // or kept are never used after free.
+    check(ibv_dealloc_pd(ipd) == 0, "ibv_dealloc_pd of the import destroys the shared PD");
+    errno = 0;
+    check(!ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL,
+          "ibv_reg_mr on the original PD afterwards: NULL, EINVAL");
+    check(ibv_dealloc_pd(pd) == EINVAL, "ibv_dealloc_pd of the original afterwards: EINVAL");
+    check(ibv_close_device(ictx) == 0, "ibv_close_device of the imported context");
+}
+
 }  // namespace
 
 int main() {
@@ -453,6 +484,7 @@ int main() {
     check_async(ctx, pd);
     check_cq_ex(ctx, pd);
     check_ud_states(ctx, pd);
+    check_import(ctx);
     check(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, "ibv_destroy_cq, ibv_dealloc_pd");
     check(ibv_close_device(ctx) == 0, "ibv_close_device");
     std::printf("%d failures\n", g_failures);

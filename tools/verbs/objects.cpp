@@ -539,17 +539,31 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
     return &w->pd;
 }
 
-// Of an imported PD too (libibverbs: it destroys the shared object); its other wrappers must be
-// unimported first, as the kernel's object is gone for them as well.
+extern "C++" {
+namespace {
+
+// One wrapper of a PD or MR gone (destroyed or unimported): the api object goes with the last.
+template <class W>
+void release_wrap(Node& n, W* w) {
+    auto it = n.imports.find(w->api);
+    if (it == n.imports.end()) delete w->api;
+    else if (--it->second == 0) n.imports.erase(it);
+    std::free(w);
+}
+
+}  // namespace
+}
+
+// Of an imported PD too (libibverbs: it destroys the shared object); the other wrappers then get
+// EINVAL, as the kernel's object is gone for them as well, until unimported.
 int ibv_dealloc_pd(ibv_pd* pd) {
     auto* w = wrap_of<PdW>(pd);
     Node& n = node_of(pd->context);
     const std::lock_guard g(n.mu);
     const Status s = w->api->destroy();
     if (s != Status::ok) return set_errno(s);
-    n.pds.erase(pd->handle);
-    if (!w->imported) delete w->api;
-    std::free(w);
+    if (auto it = n.pds.find(pd->handle); it != n.pds.end() && wrap_of<PdW>(it->second)->api == w->api) n.pds.erase(it);
+    release_wrap(n, w);
     return 0;
 }
 
@@ -566,13 +580,17 @@ ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
     }
     w->api = wrap_of<PdW>(it->second)->api;
     w->imported = true;
+    ++n.imports[w->api];
     w->pd.context = context;
     w->pd.handle = pd_handle;
     return &w->pd;
 }
 
 void ibv_unimport_pd(ibv_pd* pd) {
-    if (pd && wrap_of<PdW>(pd)->imported) std::free(wrap_of<PdW>(pd));
+    if (!pd || !wrap_of<PdW>(pd)->imported) return;
+    Node& n = node_of(pd->context);
+    const std::lock_guard g(n.mu);
+    release_wrap(n, wrap_of<PdW>(pd));
 }
 
 ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
@@ -586,6 +604,7 @@ ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
     }
     w->api = wrap_of<MrW>(it->second)->api;
     w->imported = true;
+    ++n.imports[w->api];
     w->mr = *it->second;
     w->mr.context = pd->context;
     w->mr.pd = pd;
@@ -594,7 +613,10 @@ ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
 }
 
 void ibv_unimport_mr(ibv_mr* mr) {
-    if (mr && wrap_of<MrW>(mr)->imported) std::free(wrap_of<MrW>(mr));
+    if (!mr || !wrap_of<MrW>(mr)->imported) return;
+    Node& n = node_of(mr->context);
+    const std::lock_guard g(n.mu);
+    release_wrap(n, wrap_of<MrW>(mr));
 }
 
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
@@ -648,9 +670,8 @@ int ibv_dereg_mr(ibv_mr* mr) {
     const std::lock_guard g(n.mu);
     const Status s = w->api->destroy();
     if (s != Status::ok) return set_errno(s);
-    n.mrs.erase(mr->handle);
-    if (!w->imported) delete w->api;
-    std::free(w);
+    if (auto it = n.mrs.find(mr->handle); it != n.mrs.end() && wrap_of<MrW>(it->second)->api == w->api) n.mrs.erase(it);
+    release_wrap(n, w);
     return 0;
 }
 

@@ -80,6 +80,9 @@ struct Node {
     std::unordered_map<uint32_t, ibv_srq*> srqs;   // by api handle
     std::unordered_map<uint32_t, ibv_pd*> pds;     // by api handle, for ibv_import_pd (under mu)
     std::unordered_map<uint32_t, ibv_mr*> mrs;     // by api handle, for ibv_import_mr (under mu)
+    // Imported wrappers beyond the first per api object (PD, MR): the object is deleted with its
+    // last wrapper, so a wrapper that outlives the destroy finds EINVAL, not freed memory (under mu).
+    std::unordered_map<const void*, uint32_t> imports;
     std::thread th;
     std::atomic<bool> stop{false};
     std::atomic<bool> sleeping{false};
@@ -136,7 +139,7 @@ inline Node& node_of(ibv_context* c) { return *ctxw(c)->impl->node; }
 struct PdW {
     ibv_pd pd;
     api::Pd* api;
-    bool imported;  // ibv_import_pd: the object is the original's; unimport frees the wrapper only
+    bool imported;  // ibv_import_pd: the object is the original's, shared (Node::imports)
 };
 struct MrW {
     ibv_mr mr;
