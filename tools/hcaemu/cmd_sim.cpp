@@ -227,6 +227,10 @@ int cmd_sim(int argc, char** argv) {
     c.sq_depth = std::min<uint32_t>(a.count, 1024);
     c.rq_depth = c.sq_depth;
     c.mem_bytes = size_t(2 * region + 4096);
+    // Fixed MR addresses, above the largest buffer (2 GiB + 4 KiB): a run's trace and pcap depend
+    // on its arguments and seed only.
+    c.mr_iova[0] = 0x100000000ull;
+    c.mr_iova[1] = 0x200000000ull;
     SimPair p(c);
 
     // Each operation has its own region: A's at i*stride, B's at region + i*stride.
