@@ -3,7 +3,8 @@
   - the same number of lines, and on each line the same numbers (PSNs, addresses, keys, lengths,
     in any order: Chinese orders a sentence's parts its own way);
   - every line that tells something in English (demo: every line but the frames on the wire;
-    dissect: every '. ' note and the frame and summary lines) is Chinese in zh, with no English
+    dissect: every '. ' note and the frame and summary lines; demo --samples: those and each
+    frame's caption) is Chinese in zh, with no English
     prose left in it (no 'the', 'of', 'and' ...);
   - a line the same in both (a frame on the wire, a header's fields) has no English prose either;
   - demo writes the same capture in both languages and on every run (fixed addresses and stamps);
@@ -89,6 +90,15 @@ def main():
 
         rc, out, err = run([h, "demo", "--samples", "--quiet", "--pcap", "samples.pcap"])
         expect("demo --samples", rc == 0, err)
+        # --samples: each frame's caption, its dissection and the closing line, in both languages.
+        rc, en, err = run([h, "demo", "--samples", "--pcap", "samples.pcap"])
+        expect("demo --samples", rc == 0, err)
+        rc, zh, err = run([h, "demo", "--samples", "--lang", "zh", "--pcap", "samples.pcap"])
+        expect("demo --samples --lang zh", rc == 0, err)
+        compare("demo --samples", en, zh, lambda l: dissect_prose(l) or l.startswith(("# ", "wrote ")))
+        expect("demo --samples: a caption per frame", en.count("\n# ") >= 50, en.count("\n# "))
+        rc, zh, err = run([h, "demo", "--samples", "--quiet", "--lang", "zh", "--pcap", "samples.pcap"])
+        expect("demo --samples --quiet --lang zh", rc == 0 and zh.startswith("已把 ") and "samples.pcap" in zh, (rc, zh, err))
         for pcap in ("en/demo.pcap", "samples.pcap"):
             rc, en, err = run([h, "dissect", pcap])
             expect(f"dissect {pcap}", rc == 0, err)

@@ -50,8 +50,8 @@ constexpr const char* kHelp =
     "  --size N      bytes of the SEND, WRITE and READ, 0 to 1048576 (default: a 64-byte SEND,\n"
     "                3000-byte WRITE and READ, three packets each)\n"
     "  --quiet       no step-by-step story: the checks and the summary only\n"
-    "  --lang L      the language of the story: en (default) or zh (简体中文); with --samples, of\n"
-    "                the dissection's notes (the frames' captions stay in English)\n"
+    "  --lang L      the language of the story (and with --samples, of the captions and notes):\n"
+    "                en (default) or zh (简体中文)\n"
     "  --samples     instead: one made-up frame of every opcode hcaemu knows (RC, UC, UD, CNP;\n"
     "                IPv4, IPv6, 802.1Q), written to the pcap file, read back and dissected\n"
     "  --brief       (--samples) one line per frame\n"
@@ -79,7 +79,7 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
         for (const auto& f : frames) w.write(f.bytes, ts += 1000);
     }
     if (quiet) {
-        std::printf("wrote %zu frames to %s\n", frames.size(), file.c_str());
+        std::printf("%s\n", pkt::msg(Msg::sample_wrote, opt.lang, {std::to_string(frames.size()), file}).c_str());
         return kExitOk;
     }
 
@@ -98,7 +98,7 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
         if (idx == 0) t0 = fr.ts_ns;
         out.clear();
         if (opt.format == pkt::DissectFormat::full && idx < frames.size())
-            out += "# " + frames[idx].what + "\n";
+            out += "# " + caption(frames[idx], opt.lang) + "\n";
         ++idx;
         pkt::Packet p;
         const pkt::ParseError e = pkt::parse(fr.data, p);
@@ -111,9 +111,10 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
     sum.print(out, opt.format, opt.lang);
     std::fwrite(out.data(), 1, out.size(), stdout);
     if (opt.format != pkt::DissectFormat::json)
-        std::printf("\nwrote %zu frames to %s; read them back: %llu frames, %llu with a good ICRC\n",
-                    frames.size(), file.c_str(), static_cast<unsigned long long>(sum.frames),
-                    static_cast<unsigned long long>(sum.roce));
+        std::printf("\n%s\n", pkt::msg(Msg::sample_read_back, opt.lang,
+                                       {std::to_string(frames.size()), file, std::to_string(sum.frames),
+                                        std::to_string(sum.roce)})
+                                   .c_str());
     return sum.frames == frames.size() && sum.roce == frames.size() ? kExitOk : kExitFail;
 }
 
