@@ -174,7 +174,7 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
     }
     if (oi.has(Ext::cnp)) note(s, o, Msg::dis_note_cnp);
     if (oi.payload) {
-        app(s, "  Payload   %u bytes", p.payload_len);
+        s += msg(Msg::dis_payload, lg, {std::to_string(p.payload_len)});
         const auto pl = p.payload();
         const size_t n = pl.size() < o.payload_bytes ? pl.size() : o.payload_bytes;
         if (n) s += ':';
@@ -186,7 +186,7 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         else
             note(s, o, Msg::dis_note_payload);
     }
-    app(s, "  ICRC      0x%08x (%s)\n", p.icrc, e == ParseError::ok ? "ok" : "BAD");
+    app(s, "  ICRC      0x%08x (%s)\n", p.icrc, text(e == ParseError::ok ? Msg::dis_ok : Msg::dis_bad, lg));
     note(s, o, Msg::dis_note_icrc);
 }
 
@@ -307,7 +307,7 @@ void DissectSummary::print(std::string& s, DissectFormat f, Lang lang) const {
     for (size_t i = 0; i < 256; ++i)
         if (by_opcode[i]) app(s, "  0x%02x %-36s %" PRIu64 "\n", unsigned(i), kOpcodeTable[i].name, by_opcode[i]);
     for (size_t i = 1; i < kParseErrorCount; ++i)
-        if (by_error[i]) app(s, "  error %-30s %" PRIu64 "\n", kParseErrorName[i], by_error[i]);
+        if (by_error[i]) app(s, "  %s %-30s %" PRIu64 "\n", text(Msg::dis_summary_error, lang), kParseErrorName[i], by_error[i]);
 }
 
 }  // namespace hcaemu::pkt

@@ -59,8 +59,12 @@ constexpr std::array<MsgRow, kMsgCount> kMessages = {{
     {Msg::dis_aeth_no_credit, {"ACK (no credit count)", "ACK（不带信用计数）"}},
     {Msg::dis_aeth_credits, {"ACK (credits: code {0} = {1} receive WQEs)", "ACK（信用：代码 {0} = {1} 个接收 WQE）"}},
     {Msg::dis_aeth_rnr, {"RNR NAK (timer code {0})", "RNR NAK（定时器代码 {0}）"}},
+    {Msg::dis_payload, {"  Payload   {0} bytes", "  Payload   {0} 字节"}},
+    {Msg::dis_ok, {"ok", "正确"}},
+    {Msg::dis_bad, {"BAD", "错误"}},
     {Msg::dis_summary, {"Summary: {0} frames, {1} RoCE v2 frames parsed with a good ICRC",
                         "汇总：共 {0} 帧，其中 {1} 个 RoCE v2 帧解析成功且 ICRC 正确"}},
+    {Msg::dis_summary_error, {"error", "错误"}},
     {Msg::dis_snap_cut, {"(frame {0} was cut by the capture's snap length: {1} of {2} bytes)",
                          "（帧 {0} 被抓包的快照长度截断：{2} 字节中只有 {1} 字节）"}},
 

@@ -59,7 +59,11 @@ enum class Msg : uint16_t {
     dis_aeth_no_credit,
     dis_aeth_credits,
     dis_aeth_rnr,
+    dis_payload,
+    dis_ok,
+    dis_bad,
     dis_summary,
+    dis_summary_error,
     dis_snap_cut,
     // demo: the run on the embedded link
     demo_link,
