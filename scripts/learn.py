@@ -18,7 +18,8 @@ non-zero exit status as a last line "(exit status N)".
 The commands of one language run one after the other, page by page in file-name order, in one
 scratch directory: a later page reads the capture an earlier page wrote. `hcaemu` is the built
 binary given with --hcaemu. Ladder diagrams the commands write (*.svg) are copied to
-docs/learn/img/ (the Chinese pages run the same commands and must draw the same diagrams).
+docs/learn/img/. The Chinese pages must run the same commands as the English ones, in the same
+order, with `--lang zh` added to demo and dissect, and draw the same diagrams.
 
 Nothing is filtered: the commands are deterministic. demo's PSNs, MR addresses (fixed IOVAs) and
 frame stamps are fixed, sim runs in virtual time from a fixed seed with fixed IOVAs, and the
@@ -130,6 +131,20 @@ def render(path, text, hcaemu, cwd, lang):
     return BLOCK.sub(block, text)
 
 
+def same_commands():
+    """The Chinese pages are the English ones' translation: the same pages, the same commands in
+    the same order, each with --lang zh where it takes one."""
+    en, zh = pages(LEARN), pages(LANGS[1][1])
+    if [os.path.basename(p) for p in en] != [os.path.basename(p) for p in zh]:
+        raise PageError("docs/learn/zh/ has not the same pages as docs/learn/")
+    for e, z in zip(en, zh):
+        ce = [m.group(1) for m in BLOCK.finditer(open(e, encoding="utf-8").read())]
+        cz = [m.group(1).replace(" --lang zh", "") for m in BLOCK.finditer(open(z, encoding="utf-8").read())]
+        if ce != cz:
+            raise PageError(f"{os.path.relpath(z, ROOT)}: not the commands of {os.path.relpath(e, ROOT)} "
+                            f"(with --lang zh): {cz} against {ce}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hcaemu", required=True, help="the built hcaemu binary")
@@ -139,6 +154,7 @@ def main():
     differences = []
     images = {}
     try:
+        same_commands()
         for lang, d in LANGS:
             with tempfile.TemporaryDirectory(prefix=f"hcaemu-learn-{lang}-") as work:
                 for p in pages(d):
