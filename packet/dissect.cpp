@@ -3,6 +3,8 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "packet/bytes.hpp"
 
@@ -60,37 +62,38 @@ std::string ip6_str(const Ip6& a) {
 std::string src_str(const Headers& h) { return h.ipv6 ? ip6_str(h.ip6.src) : ip4_str(h.ip4.src); }
 std::string dst_str(const Headers& h) { return h.ipv6 ? ip6_str(h.ip6.dst) : ip4_str(h.ip4.dst); }
 
-std::string aeth_str(const Aeth& a) {
+std::string aeth_str(const Aeth& a, Lang lang) {
     char b[96];
     switch (a.type()) {
     case AethType::ack:
-        if (a.value() == kAethCreditInvalid)
-            std::snprintf(b, sizeof b, "ACK (no credit count)");
-        else
-            std::snprintf(b, sizeof b, "ACK (credits: code %u = %u receive WQEs)", a.value(), kAethCredits[a.value()]);
-        break;
-    case AethType::rnr_nak: std::snprintf(b, sizeof b, "RNR NAK (timer code %u)", a.value()); break;
+        if (a.value() == kAethCreditInvalid) return msg(Msg::dis_aeth_no_credit, lang);
+        return msg(Msg::dis_aeth_credits, lang, {std::to_string(a.value()), std::to_string(kAethCredits[a.value()])});
+    case AethType::rnr_nak: return msg(Msg::dis_aeth_rnr, lang, {std::to_string(a.value())});
     case AethType::nak: std::snprintf(b, sizeof b, "NAK (%s)", nak_code_name(a.value())); break;
     default: std::snprintf(b, sizeof b, "reserved (0x%02x)", a.syndrome); break;
     }
     return b;
 }
 
-void note(std::string& s, const DissectOptions& o, const char* text) {
-    if (o.notes) app(s, "            . %s\n", text);
+void note(std::string& s, const DissectOptions& o, Msg m) {
+    if (o.notes) app(s, "            . %s\n", text(m, o.lang));
 }
 
 void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen,
           const DissectOptions& o) {
     const Headers& h = p.h;
-    app(s, "Frame %" PRIu64 ": %zu bytes at %.6f s", idx, flen, t);
-    if (decoded_opcode(e)) app(s, ", %s", p.op->name);
+    const Lang lg = o.lang;
+    char tb[32];
+    std::snprintf(tb, sizeof tb, "%.6f", t);
+    s += msg(Msg::dis_frame, lg, {std::to_string(idx), std::to_string(flen), tb});
+    if (decoded_opcode(e)) s += msg(Msg::dis_frame_opcode, lg, {p.op->name});
     if (e == ParseError::ok)
-        s += ", ICRC ok\n";
+        s += text(Msg::dis_icrc_ok, lg);
     else if (e == ParseError::not_ip || e == ParseError::not_udp || e == ParseError::not_roce_port)
-        app(s, ", not RoCE v2 (%s)\n", name(e));
+        s += msg(Msg::dis_not_roce, lg, {name(e)});
     else
-        app(s, ", ERROR %s\n", name(e));
+        s += msg(Msg::dis_error, lg, {name(e)});
+    s += '\n';
     if (e == ParseError::truncated_eth) return;
     app(s, "  Ethernet  dst %s  src %s", mac_str(h.eth.dst).c_str(), mac_str(h.eth.src).c_str());
     if (h.eth.vlan) app(s, "  802.1Q PCP %u DEI %u VID %u", h.eth.vlan_tci >> 13, (h.eth.vlan_tci >> 12) & 1, h.eth.vlan_tci & 0xFFF);
@@ -100,73 +103,78 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         app(s, "  IPv6      %s -> %s  traffic class 0x%02x (DSCP %u, ECN %u)  flow label 0x%05x  hop limit %u  payload %u\n",
             src_str(h).c_str(), dst_str(h).c_str(), h.ip6.traffic_class, h.ip6.traffic_class >> 2,
             h.ip6.traffic_class & 3, h.ip6.flow_label, h.ip6.hop_limit, h.ip6.payload_len);
-        note(s, o, "the addresses are the RoCE v2 GIDs of the two ports (GID table entries)");
+        note(s, o, Msg::dis_note_ip6);
     } else {
         app(s, "  IPv4      %s -> %s  TOS 0x%02x (DSCP %u, ECN %u)  ID 0x%04x  flags%s%s  TTL %u  length %u  checksum 0x%04x\n",
             src_str(h).c_str(), dst_str(h).c_str(), h.ip4.tos, h.ip4.tos >> 2, h.ip4.tos & 3, h.ip4.id,
             (h.ip4.frag & 0x4000) ? " DF" : "", (h.ip4.frag & 0x2000) ? " MF" : "", h.ip4.ttl,
             h.ip4.total_len, h.ip4.checksum);
-        note(s, o, "the addresses stand for IPv4-mapped GIDs ::ffff:a.b.c.d of the two ports; ECN 3 (CE) makes the receiver send a CNP");
+        note(s, o, Msg::dis_note_ip4);
     }
     if (!decoded_udp(e)) return;
     app(s, "  UDP       sport %u -> dport %u  length %u  checksum 0x%04x%s\n", h.udp.sport, h.udp.dport,
-        h.udp.length, h.udp.checksum, h.udp.checksum == 0 ? " (none, as RoCE v2 senders do)" : "");
-    note(s, o, "dport 4791 is RoCE v2; sport is fixed per connection (a hash of both QPNs, 0xC000-0xFFFF) so that ECMP keeps a QP's packets on one path, in order");
+        h.udp.length, h.udp.checksum, h.udp.checksum == 0 ? text(Msg::dis_udp_no_checksum, lg) : "");
+    note(s, o, Msg::dis_note_udp);
     if (!decoded_bth(e)) return;
     const Bth& b = h.bth;
     app(s, "  BTH       OpCode 0x%02x (%s)  SE %u  M %u  PadCnt %u  TVer %u  P_Key 0x%04x  FECN %u  BECN %u  DestQP 0x%06x  AckReq %u  PSN %u (0x%06x)\n",
         b.opcode, decoded_opcode(e) ? p.op->name : "unknown", b.se, b.mig, b.pad_cnt, b.tver, b.pkey,
         b.fecn, b.becn, b.dest_qp, b.ack_req, b.psn, b.psn);
-    note(s, o, "DestQP is the receiving QP's number: the HCA finds the QP in its QP table by it");
+    note(s, o, Msg::dis_note_dest_qp);
     if (decoded_opcode(e) && !p.op->request && p.op->transport != Transport::cnp)
-        note(s, o, "a response carries the PSN of the request packet it answers; the requester's completer matches it against its outstanding WQEs");
+        note(s, o, Msg::dis_note_psn_response);
     else
-        note(s, o, "PSN orders this QP's packets: the responder accepts only its expected PSN, re-ACKs duplicates and NAKs gaps");
-    if (decoded_opcode(e))
-        app(s, "            . %s, %s, position %s; headers after BTH: %s%s%s%s%s%s%s%s%s%s\n",
-            kTransportName[size_t(p.op->transport)], p.op->request ? "request" : "response",
-            kPositionName[size_t(p.op->pos)], p.op->exts ? "" : "none",
-            p.op->has(Ext::deth) ? "DETH " : "", p.op->has(Ext::feth) ? "FETH " : "",
-            p.op->has(Ext::reth) ? "RETH " : "", p.op->has(Ext::atomic_eth) ? "AtomicETH " : "",
-            p.op->has(Ext::aeth) ? "AETH " : "", p.op->has(Ext::atomic_ack_eth) ? "AtomicAckETH " : "",
-            p.op->has(Ext::immdt) ? "ImmDt " : "", p.op->has(Ext::ieth) ? "IETH " : "",
-            p.op->has(Ext::cnp) ? "16 reserved bytes" : "");
-    if (b.ack_req) note(s, o, "AckReq: the requester asks for an acknowledgement of this PSN");
+        note(s, o, Msg::dis_note_psn_request);
+    if (decoded_opcode(e) && o.notes) {
+        const OpcodeInfo& oi = *p.op;
+        std::string after = oi.exts ? "" : text(Msg::dis_none, lg);
+        for (const auto& [x, nm] : {std::pair{Ext::deth, "DETH "}, {Ext::feth, "FETH "}, {Ext::reth, "RETH "},
+                                    {Ext::atomic_eth, "AtomicETH "}, {Ext::aeth, "AETH "},
+                                    {Ext::atomic_ack_eth, "AtomicAckETH "}, {Ext::immdt, "ImmDt "}, {Ext::ieth, "IETH "}})
+            if (oi.has(x)) after += nm;
+        if (oi.has(Ext::cnp)) after += text(Msg::dis_cnp_reserved, lg);
+        s += "            . ";
+        s += msg(Msg::dis_note_layout, lg, {kTransportName[size_t(oi.transport)],
+                                            text(oi.request ? Msg::dis_request : Msg::dis_response, lg),
+                                            kPositionName[size_t(oi.pos)], after});
+        s += '\n';
+    }
+    if (b.ack_req) note(s, o, Msg::dis_note_ack_req);
     if (!decoded_all(e)) return;
     const OpcodeInfo& oi = *p.op;
     if (oi.has(Ext::deth)) {
         app(s, "  DETH      Q_Key 0x%08x  SrcQP 0x%06x\n", h.deth.qkey, h.deth.src_qp);
-        note(s, o, "UD: Q_Key must match the receiving QP's Q_Key; SrcQP is reported in the receiver's completion");
+        note(s, o, Msg::dis_note_deth);
     }
     if (oi.has(Ext::feth)) app(s, "  FETH      selectivity %u  placement type %u\n", h.feth.selectivity(), h.feth.placement_type());
     if (oi.has(Ext::reth)) {
         app(s, "  RETH      VA 0x%016" PRIx64 "  R_Key 0x%08x  DMALen %u\n", h.reth.va, h.reth.rkey, h.reth.dma_len);
-        note(s, o, "R_Key names the remote MR: the responder checks it against that MR's PD, bounds [VA, VA+DMALen) and access flags");
+        note(s, o, Msg::dis_note_reth);
     }
     if (oi.has(Ext::atomic_eth)) {
         app(s, "  AtomicETH VA 0x%016" PRIx64 "  R_Key 0x%08x  %s 0x%016" PRIx64 "  Compare 0x%016" PRIx64 "\n",
             h.atomic.va, h.atomic.rkey, oi.kind == Kind::cmp_swap ? "Swap" : "Add", h.atomic.swap_add, h.atomic.compare);
-        note(s, o, "an 8-byte aligned word in the remote MR named by R_Key (needs remote atomic access); executed once, replayed from the responder's resources if duplicated");
+        note(s, o, Msg::dis_note_atomic_eth);
     }
     if (oi.has(Ext::aeth)) {
-        app(s, "  AETH      syndrome 0x%02x = %s  MSN %u\n", h.aeth.syndrome, aeth_str(h.aeth).c_str(), h.aeth.msn);
-        note(s, o, "MSN counts the messages the responder has completed; the requester retires its send WQEs up to this PSN");
+        app(s, "  AETH      syndrome 0x%02x = %s  MSN %u\n", h.aeth.syndrome, aeth_str(h.aeth, lg).c_str(), h.aeth.msn);
+        note(s, o, Msg::dis_note_aeth);
     }
     if (oi.has(Ext::atomic_ack_eth)) {
         app(s, "  AtomicAckETH original data 0x%016" PRIx64 "\n", h.atomic_ack.orig);
-        note(s, o, "the value the remote word held before the atomic: it lands in the requester's local SGE");
+        note(s, o, Msg::dis_note_atomic_ack_eth);
     }
     if (oi.has(Ext::immdt)) {
         app(s, "  ImmDt     0x%08x\n", h.imm);
-        note(s, o, "immediate data: delivered in the receiver's completion (wc.imm_data), consuming a receive WQE");
+        note(s, o, Msg::dis_note_immdt);
     }
     if (oi.has(Ext::ieth)) {
         app(s, "  IETH      R_Key 0x%08x\n", h.ieth_rkey);
-        note(s, o, "the receiver invalidates the MR with this R_Key and reports it in the completion");
+        note(s, o, Msg::dis_note_ieth);
     }
-    if (oi.has(Ext::cnp)) note(s, o, "CNP: the receiver saw ECN CE marks and asks the sender's QP to slow down (DCQCN)");
+    if (oi.has(Ext::cnp)) note(s, o, Msg::dis_note_cnp);
     if (oi.payload) {
-        app(s, "  Payload   %u bytes", p.payload_len);
+        s += msg(Msg::dis_payload, lg, {std::to_string(p.payload_len)});
         const auto pl = p.payload();
         const size_t n = pl.size() < o.payload_bytes ? pl.size() : o.payload_bytes;
         if (n) s += ':';
@@ -174,15 +182,15 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         if (n < pl.size()) s += " ...";
         s += '\n';
         if (p.op->kind == Kind::rdma_read_response)
-            note(s, o, "READ response data: the requester's DMA engine scatters it into the WQE's local SGEs");
+            note(s, o, Msg::dis_note_read_payload);
         else
-            note(s, o, "the responder's DMA engine writes it into the MR (WRITE) or the receive WQE's SGEs (SEND)");
+            note(s, o, Msg::dis_note_payload);
     }
-    app(s, "  ICRC      0x%08x (%s)\n", p.icrc, e == ParseError::ok ? "ok" : "BAD");
-    note(s, o, "CRC32 over IP, UDP, BTH, headers and payload with the fields routers may change masked: a frame damaged on the way is dropped and counted");
+    app(s, "  ICRC      0x%08x (%s)\n", p.icrc, text(e == ParseError::ok ? Msg::dis_ok : Msg::dis_bad, lg));
+    note(s, o, Msg::dis_note_icrc);
 }
 
-void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen, bool prefix) {
+void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t, size_t flen, bool prefix, Lang lang) {
     const Headers& h = p.h;
     if (prefix) app(s, "%6" PRIu64 " %11.6f ", idx, t);
     if (!decoded_udp(e)) {
@@ -205,7 +213,7 @@ void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t
         if (oi.has(Ext::deth)) app(s, " QKey=0x%08x SrcQP=0x%06x", h.deth.qkey, h.deth.src_qp);
         if (oi.has(Ext::reth)) app(s, " VA=0x%" PRIx64 " RKey=0x%08x Len=%u", h.reth.va, h.reth.rkey, h.reth.dma_len);
         if (oi.has(Ext::atomic_eth)) app(s, " VA=0x%" PRIx64 " RKey=0x%08x SwapAdd=0x%" PRIx64 " Cmp=0x%" PRIx64, h.atomic.va, h.atomic.rkey, h.atomic.swap_add, h.atomic.compare);
-        if (oi.has(Ext::aeth)) app(s, " %s MSN=%u", aeth_str(h.aeth).c_str(), h.aeth.msn);
+        if (oi.has(Ext::aeth)) app(s, " %s MSN=%u", aeth_str(h.aeth, lang).c_str(), h.aeth.msn);
         if (oi.has(Ext::atomic_ack_eth)) app(s, " Orig=0x%" PRIx64, h.atomic_ack.orig);
         if (oi.has(Ext::immdt)) app(s, " Imm=0x%08x", h.imm);
         if (oi.has(Ext::ieth)) app(s, " InvRKey=0x%08x", h.ieth_rkey);
@@ -259,7 +267,7 @@ void dissect(std::string& out, const Packet& p, ParseError e, size_t frame_len, 
              double time_s, const DissectOptions& opt) {
     switch (opt.format) {
     case DissectFormat::full: full(out, p, e, index, time_s, frame_len, opt); break;
-    case DissectFormat::brief: brief(out, p, e, index, time_s, frame_len, opt.brief_prefix); break;
+    case DissectFormat::brief: brief(out, p, e, index, time_s, frame_len, opt.brief_prefix, opt.lang); break;
     case DissectFormat::json: json(out, p, e, index, time_s, frame_len); break;
     }
 }
@@ -274,7 +282,7 @@ void DissectSummary::add(const Packet& p, ParseError e) {
     if (decoded_opcode(e)) ++by_opcode[p.h.bth.opcode];
 }
 
-void DissectSummary::print(std::string& s, DissectFormat f) const {
+void DissectSummary::print(std::string& s, DissectFormat f, Lang lang) const {
     if (f == DissectFormat::json) {
         app(s, "{\"summary\":{\"frames\":%" PRIu64 ",\"roce_ok\":%" PRIu64 ",\"opcodes\":{", frames, roce);
         bool first = true;
@@ -293,11 +301,13 @@ void DissectSummary::print(std::string& s, DissectFormat f) const {
         s += "}}}\n";
         return;
     }
-    app(s, "\nSummary: %" PRIu64 " frames, %" PRIu64 " RoCE v2 frames parsed with a good ICRC\n", frames, roce);
+    s += '\n';
+    s += msg(Msg::dis_summary, lang, {std::to_string(frames), std::to_string(roce)});
+    s += '\n';
     for (size_t i = 0; i < 256; ++i)
         if (by_opcode[i]) app(s, "  0x%02x %-36s %" PRIu64 "\n", unsigned(i), kOpcodeTable[i].name, by_opcode[i]);
     for (size_t i = 1; i < kParseErrorCount; ++i)
-        if (by_error[i]) app(s, "  error %-30s %" PRIu64 "\n", kParseErrorName[i], by_error[i]);
+        if (by_error[i]) app(s, "  %s %-30s %" PRIu64 "\n", text(Msg::dis_summary_error, lang), kParseErrorName[i], by_error[i]);
 }
 
 }  // namespace hcaemu::pkt

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "packet/errors.hpp"
+#include "packet/messages.hpp"
 #include "packet/parse.hpp"
 
 namespace hcaemu::pkt {
@@ -18,6 +19,7 @@ struct DissectOptions {
     bool notes = true;          // full format: explain each header in terms of HCA objects
     size_t payload_bytes = 32;  // full format: payload bytes shown in hex
     bool brief_prefix = true;   // brief format: start with the frame number and time
+    Lang lang = Lang::en;       // full and brief formats: the language of the notes and words (JSON: none)
 };
 
 // Appends the dissection of one frame, as parse() left it with result `e`, to `out`. `index` is
@@ -33,7 +35,7 @@ struct DissectSummary {
     std::array<uint64_t, 256> by_opcode{};  // frames that parsed far enough to have an opcode
     std::array<uint64_t, kParseErrorCount> by_error{};
     void add(const Packet& p, ParseError e);
-    void print(std::string& out, DissectFormat format) const;
+    void print(std::string& out, DissectFormat format, Lang lang = Lang::en) const;
 };
 
 }  // namespace hcaemu::pkt

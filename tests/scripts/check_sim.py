@@ -5,6 +5,7 @@ tshark with no malformed frame; a run that must fail exits 1 with the first diff
 arguments exit 2; SIGINT ends a long run with exit 130, one message and a whole capture."""
 import argparse
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -95,10 +96,17 @@ def main():
     # A run that cannot succeed: no retries over a lossy wire. Exit 1, naming what went wrong.
     rc, out, err = run([h, "sim", "--op", "write", "--count", "50", "--loss", "0.5", "--retry-cnt", "0", "--quiet"])
     expect("failure is reported", rc == 1 and "verify            FAIL" in out and "transport retry counter exceeded" in out, (rc, out))
+    # B keeps one receive WQE posted, A sends three: the 2nd and 3rd meet an empty receive queue, get an
+    # RNR NAK each, wait the RNR timer (code 1 = 0.01 ms) and go again.
+    rc, out, err = run([h, "sim", "--op", "send", "--count", "3", "--size", "64", "--rq-depth", "1"])
+    expect("--rq-depth 1: RNR NAKs, then all delivered",
+           rc == 0 and out.count("RNR NAK (timer code 1)") == 2 and "2 RNR NAKs received" in out
+           and "2 RNR NAKs sent" in out and "CQEs B            3: success 3" in out
+           and re.search(r"^ +14\.000 us  A  send .* RC SEND Only QP=0x[0-9a-f]+ PSN=257 ", out, re.M), (rc, out))
     # Bad arguments.
     for args in (["--op", "frobnicate"], ["--loss", "1.5"], ["--loss", "x"], ["--mtu", "1000"], ["--count", "0"],
                  ["--timeout", "32"], ["--bogus", "1"], ["--size"], ["--op", "ud_send", "--size", "5000"],
-                 ["--size", "100000000", "--count", "100"]):
+                 ["--size", "100000000", "--count", "100"], ["--rq-depth", "0"], ["--rq-depth", "1025"]):
         rc, out, err = run([h, "sim"] + args)
         expect(f"bad arguments {args}", rc == 2 and "hcaemu sim:" in err, (rc, err))
     rc, out, err = run([h, "sim", "--help"])

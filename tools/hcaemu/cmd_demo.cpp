@@ -29,8 +29,8 @@ namespace hcaemu::tools {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: hcaemu demo [--pcap FILE] [--ladder OUT] [--size N] [--quiet]\n"
-    "       hcaemu demo --samples [--pcap FILE] [--ladder OUT] [--brief | --json | --quiet]\n"
+    "usage: hcaemu demo [--pcap FILE] [--ladder OUT] [--size N] [--quiet] [--lang L]\n"
+    "       hcaemu demo --samples [--pcap FILE] [--ladder OUT] [--brief | --json | --quiet] [--lang L]\n"
     "\n"
     "Two hcaemu HCAs, A (198.18.0.1) and B (198.18.0.2), joined by DPDK's net_ring pair in this\n"
     "process (no NIC needed), each with one RC QP. A performs, one after the other, a SEND, an\n"
@@ -39,6 +39,9 @@ constexpr const char* kHelp =
     "each packet with its PSN, the ACK, the CQE. Then the data (and the atomics' returned values)\n"
     "are compared byte for byte; exit 1 on any difference. Every frame is written to a pcap file:\n"
     "read it with `hcaemu dissect` or Wireshark. A's first PSN is 0x000100, the path MTU 1024.\n"
+    "The run is the same every time: fixed PSNs, MR addresses (A's MR is known as 0x10000000, B's as\n"
+    "0x20000000) and data, and the frames are stamped 1 us apart from 2026-01-01 00:00:00 UTC\n"
+    "(the link's real timing says nothing about an HCA), so the story and the capture are too.\n"
     "\n"
     "options:\n"
     "  --pcap FILE   where to write the capture (default: hcaemu-demo.pcap)\n"
@@ -47,6 +50,8 @@ constexpr const char* kHelp =
     "  --size N      bytes of the SEND, WRITE and READ, 0 to 1048576 (default: a 64-byte SEND,\n"
     "                3000-byte WRITE and READ, three packets each)\n"
     "  --quiet       no step-by-step story: the checks and the summary only\n"
+    "  --lang L      the language of the story (and with --samples, of the captions and notes):\n"
+    "                en (default) or zh (简体中文)\n"
     "  --samples     instead: one made-up frame of every opcode hcaemu knows (RC, UC, UD, CNP;\n"
     "                IPv4, IPv6, 802.1Q), written to the pcap file, read back and dissected\n"
     "  --brief       (--samples) one line per frame\n"
@@ -55,6 +60,10 @@ constexpr const char* kHelp =
 
 constexpr uint32_t kMaxSize = 1u << 20;
 constexpr uint32_t kFirstPsn[2] = {0x100, 0x200};  // A's and B's first send PSNs: fixed, so the story is too
+constexpr uint64_t kMrIova[2] = {0x10000000, 0x20000000};  // the addresses A's and B's MRs are known by: fixed too
+constexpr uint64_t kFirstStamp = 1'767'225'600'000'000'000ull;  // 2026-01-01 00:00:00 UTC, in ns
+using pkt::Lang;
+using pkt::Msg;
 
 // ---- --samples: the older capture of one frame per opcode
 
@@ -70,7 +79,7 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
         for (const auto& f : frames) w.write(f.bytes, ts += 1000);
     }
     if (quiet) {
-        std::printf("wrote %zu frames to %s\n", frames.size(), file.c_str());
+        std::printf("%s\n", pkt::msg(Msg::sample_wrote, opt.lang, {std::to_string(frames.size()), file}).c_str());
         return kExitOk;
     }
 
@@ -89,7 +98,7 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
         if (idx == 0) t0 = fr.ts_ns;
         out.clear();
         if (opt.format == pkt::DissectFormat::full && idx < frames.size())
-            out += "# " + frames[idx].what + "\n";
+            out += "# " + caption(frames[idx], opt.lang) + "\n";
         ++idx;
         pkt::Packet p;
         const pkt::ParseError e = pkt::parse(fr.data, p);
@@ -99,12 +108,13 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
         std::fwrite(out.data(), 1, out.size(), stdout);
     }
     out.clear();
-    sum.print(out, opt.format);
+    sum.print(out, opt.format, opt.lang);
     std::fwrite(out.data(), 1, out.size(), stdout);
     if (opt.format != pkt::DissectFormat::json)
-        std::printf("\nwrote %zu frames to %s; read them back: %llu frames, %llu with a good ICRC\n",
-                    frames.size(), file.c_str(), static_cast<unsigned long long>(sum.frames),
-                    static_cast<unsigned long long>(sum.roce));
+        std::printf("\n%s\n", pkt::msg(Msg::sample_read_back, opt.lang,
+                                       {std::to_string(frames.size()), file, std::to_string(sum.frames),
+                                        std::to_string(sum.roce)})
+                                   .c_str());
     return sum.frames == frames.size() && sum.roce == frames.size() ? kExitOk : kExitFail;
 }
 
@@ -114,6 +124,7 @@ int run_samples(const std::string& file, const pkt::DissectOptions& opt, bool qu
 struct Narrator {
     port::PcapWriter* pcap = nullptr;
     bool quiet = false;
+    Lang lang = Lang::en;
     uint64_t frames = 0;
     uint64_t bad_frames = 0;   // frames that did not parse (none expected on this link)
 
@@ -151,33 +162,33 @@ const char* aeth_name(pkt::AethType t) {
 }
 
 // One line for a frame on the wire: who sends it, the opcode, the PSN and the fields that matter.
-std::string frame_line(int side, const uint8_t* f, uint32_t len, bool& parsed) {
+std::string frame_line(int side, const uint8_t* f, uint32_t len, bool& parsed, Lang lg) {
     std::string s = std::string(side_name(side)) + " -> " + side_name(1 - side) + ": ";
     pkt::Packet p;
     const pkt::ParseError e = pkt::parse({f, len}, p);
     parsed = e == pkt::ParseError::ok;
-    if (!parsed) return s + "a frame that does not parse (" + pkt::name(e) + ")";
+    if (!parsed) return s + pkt::msg(Msg::demo_frame_unparsed, lg, {pkt::name(e)});
     const pkt::OpcodeInfo& oi = *p.op;
     s += oi.name;
     s += "  PSN " + psn_str(p.h.bth.psn);
     s += "  DestQP " + psn_str(p.h.bth.dest_qp);
     if (p.h.bth.ack_req) s += "  AckReq";
     if (oi.has(pkt::Ext::reth))
-        s += "  RETH VA " + hex(p.h.reth.va) + " R_Key " + hex(p.h.reth.rkey) + " length " + std::to_string(p.h.reth.dma_len);
+        s += pkt::msg(Msg::demo_frame_reth, lg, {hex(p.h.reth.va), hex(p.h.reth.rkey), std::to_string(p.h.reth.dma_len)});
     if (oi.has(pkt::Ext::atomic_eth)) {
         s += "  AtomicETH VA " + hex(p.h.atomic.va) + " R_Key " + hex(p.h.atomic.rkey);
         if (oi.kind == pkt::Kind::cmp_swap)
-            s += " compare " + hex(p.h.atomic.compare) + " swap " + hex(p.h.atomic.swap_add);
+            s += pkt::msg(Msg::demo_frame_cmp_swap, lg, {hex(p.h.atomic.compare), hex(p.h.atomic.swap_add)});
         else
-            s += " add " + hex(p.h.atomic.swap_add);
+            s += pkt::msg(Msg::demo_frame_add, lg, {hex(p.h.atomic.swap_add)});
     }
     if (oi.has(pkt::Ext::aeth)) {
         s += "  AETH ";
         s += aeth_name(p.h.aeth.type());
         s += " MSN " + std::to_string(p.h.aeth.msn);
     }
-    if (oi.has(pkt::Ext::atomic_ack_eth)) s += "  original value " + hex(p.h.atomic_ack.orig);
-    if (oi.payload) s += "  " + std::to_string(p.payload_len) + " B payload";
+    if (oi.has(pkt::Ext::atomic_ack_eth)) s += pkt::msg(Msg::demo_frame_orig, lg, {hex(p.h.atomic_ack.orig)});
+    if (oi.payload) s += pkt::msg(Msg::demo_frame_payload, lg, {std::to_string(p.payload_len)});
     return s;
 }
 
@@ -186,64 +197,60 @@ void on_event(void* ctx, const transport::TraceEvent& ev) {
     Narrator& n = *sc->n;
     const std::string me = side_name(sc->side);
     const char* key_kind = ev.remote ? "R_Key" : "L_Key";
+    const Lang lg = n.lang;
     using transport::TraceKind;
     switch (ev.kind) {
     case TraceKind::tx: {
-        const uint64_t ts = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count());
-        n.pcap->write({ev.frame, ev.len}, ts);
+        n.pcap->write({ev.frame, ev.len}, kFirstStamp + n.frames * 1000);
         ++n.frames;
         bool parsed = false;
-        n.say(frame_line(sc->side, ev.frame, ev.len, parsed));
+        n.say(frame_line(sc->side, ev.frame, ev.len, parsed, lg));
         if (!parsed) ++n.bad_frames;
         return;
     }
     case TraceKind::rx: return;  // the sender's line shows the frame
     case TraceKind::rx_error:
-        n.say(me + ": dropped a received frame: " + pkt::name(ev.error));
+        n.say(pkt::msg(Msg::demo_rx_dropped, lg, {me, pkt::name(ev.error)}));
         return;
     case TraceKind::wqe_fetched: {
         const SendWqe& w = *ev.wqe;
-        std::string s = me + ": WQE fetched from the send queue (QP " + psn_str(ev.qpn) + ", wr_id=" +
-                        std::to_string(w.wr_id) + ", " + name(w.opcode) + ", " + std::to_string(w.length) + " bytes): ";
+        const std::string qpn = psn_str(ev.qpn), wr_id = std::to_string(w.wr_id), len = std::to_string(w.length);
         if (w.opcode == WrOpcode::rdma_read)
-            s += "1 request packet at PSN " + psn_str(ev.psn) + ", its " + std::to_string(ev.count) +
-                 " response packet(s) take PSNs " + psn_str(ev.psn) + " to " + psn_str((ev.psn + ev.count - 1) & 0xFFFFFF);
+            n.say(pkt::msg(Msg::demo_wqe_fetched_read, lg,
+                           {me, qpn, wr_id, name(w.opcode), len, psn_str(ev.psn), std::to_string(ev.count),
+                            psn_str((ev.psn + ev.count - 1) & 0xFFFFFF)}));
         else
-            s += std::to_string(ev.count) + " packet(s) from PSN " + psn_str(ev.psn);
-        n.say(s);
+            n.say(pkt::msg(Msg::demo_wqe_fetched, lg,
+                           {me, qpn, wr_id, name(w.opcode), len, std::to_string(ev.count), psn_str(ev.psn)}));
         return;
     }
     case TraceKind::recv_wqe_taken:
-        n.say(me + ": receive WQE wr_id=" + std::to_string(ev.wr_id) + " taken from the receive queue (QP " +
-              psn_str(ev.qpn) + ") for the message at PSN " + psn_str(ev.psn));
+        n.say(pkt::msg(Msg::demo_recv_wqe_taken, lg, {me, std::to_string(ev.wr_id), psn_str(ev.qpn), psn_str(ev.psn)}));
         return;
     case TraceKind::dma_read:
-        n.say(me + ": DMA read " + std::to_string(ev.bytes) + " bytes at " + hex(ev.addr) + " (" + key_kind + " " +
-              hex(ev.key) + ") for the packet with PSN " + psn_str(ev.psn));
+        n.say(pkt::msg(Msg::demo_dma_read, lg,
+                       {me, std::to_string(ev.bytes), hex(ev.addr), key_kind, hex(ev.key), psn_str(ev.psn)}));
         return;
     case TraceKind::dma_write:
         if (ev.count == 1)
-            n.say(me + ": DMA write 8 bytes at " + hex(ev.addr) + " (" + key_kind + " " + hex(ev.key) +
-                  "): the value the atomic found in B's memory, " + hex(ev.old_value));
+            n.say(pkt::msg(Msg::demo_dma_write_atomic, lg, {me, hex(ev.addr), key_kind, hex(ev.key), hex(ev.old_value)}));
         else
-            n.say(me + ": DMA write " + std::to_string(ev.bytes) + " bytes at " + hex(ev.addr) + " (" + key_kind + " " +
-                  hex(ev.key) + ") from the packet with PSN " + psn_str(ev.psn));
+            n.say(pkt::msg(Msg::demo_dma_write, lg,
+                           {me, std::to_string(ev.bytes), hex(ev.addr), key_kind, hex(ev.key), psn_str(ev.psn)}));
         return;
     case TraceKind::atomic_done:
-        n.say(me + ": atomic executed on the 8 bytes at " + hex(ev.addr) + " (" + key_kind + " " + hex(ev.key) +
-              "): they held " + hex(ev.old_value) + ", now " + hex(ev.new_value));
+        n.say(pkt::msg(Msg::demo_atomic_done, lg,
+                       {me, hex(ev.addr), key_kind, hex(ev.key), hex(ev.old_value), hex(ev.new_value)}));
         return;
     case TraceKind::ack_received:
-        n.say(me + ": ACK received for PSN " + psn_str(ev.psn) + " (MSN " + std::to_string(ev.count) +
-              "): every request up to that PSN arrived");
+        n.say(pkt::msg(Msg::demo_ack_received, lg, {me, psn_str(ev.psn), std::to_string(ev.count)}));
         return;
     case TraceKind::cqe:
         if (ev.wc)
-            n.say(me + ": CQE wr_id=" + std::to_string(ev.wc->wr_id) + " " + name(ev.wc->opcode) + " " +
-                  (ev.wc->status == WcStatus::success ? std::string("success") : std::string(name(ev.wc->status))) +
-                  ", " + std::to_string(ev.wc->byte_len) + " bytes");
+            n.say(pkt::msg(Msg::demo_cqe, lg,
+                           {me, std::to_string(ev.wc->wr_id), name(ev.wc->opcode),
+                            ev.wc->status == WcStatus::success ? text(Msg::demo_success, lg) : name(ev.wc->status),
+                            std::to_string(ev.wc->byte_len)}));
         return;
     default:
         n.say(me + ": " + transport::kTraceKindName[size_t(ev.kind)] + " QP " + psn_str(ev.qpn) + " PSN " + psn_str(ev.psn));
@@ -255,12 +262,13 @@ struct Op {
     WrOpcode opcode;
     uint32_t len;
     const char* title;
-    const char* what;
+    Msg what;
 };
 
 class Demo {
 public:
-    Demo(tools::SimPair::Side* s, bool quiet, uint32_t region) : s_(s), quiet_(quiet), region_(region) {}
+    Demo(tools::SimPair::Side* s, bool quiet, uint32_t region, Lang lang)
+        : s_(s), quiet_(quiet), region_(region), lang_(lang) {}
 
     // Polls both HCAs until A has `want_a` CQEs and B `want_b`, or 10 s pass, or SIGINT/SIGTERM
     // came. False on timeout or stop.
@@ -297,17 +305,17 @@ public:
         w.send_flags = send_flag::signaled;
         w.rdma = {raddr, s_[1].mr.rkey()};
         w.atomic = {raddr, cmp_add, swap, s_[1].mr.rkey()};
-        std::string s = std::string("A: post ") + name(op.opcode) + " wr_id=" + std::to_string(wr_id) + ", " +
-                        std::to_string(op.len) + " bytes " +
-                        (op.opcode == WrOpcode::send || op.opcode == WrOpcode::rdma_write ? "from" : "into") +
-                        " addr " + hex(laddr) + " (L_Key " + hex(s_[0].mr.lkey()) + ")";
-        if (op.opcode != WrOpcode::send) s += ", remote addr " + hex(raddr) + " (R_Key " + hex(s_[1].mr.rkey()) + ")";
-        if (op.opcode == WrOpcode::atomic_cmp_and_swp) s += ", compare " + hex(cmp_add) + " swap " + hex(swap);
-        if (op.opcode == WrOpcode::atomic_fetch_and_add) s += ", add " + hex(cmp_add);
+        const bool from = op.opcode == WrOpcode::send || op.opcode == WrOpcode::rdma_write;
+        std::string s = pkt::msg(from ? Msg::demo_post_from : Msg::demo_post_into, lang_,
+                                 {"A", name(op.opcode), std::to_string(wr_id), std::to_string(op.len), hex(laddr),
+                                  hex(s_[0].mr.lkey())});
+        if (op.opcode != WrOpcode::send) s += pkt::msg(Msg::demo_post_remote, lang_, {hex(raddr), hex(s_[1].mr.rkey())});
+        if (op.opcode == WrOpcode::atomic_cmp_and_swp) s += pkt::msg(Msg::demo_post_cmp_swap, lang_, {hex(cmp_add), hex(swap)});
+        if (op.opcode == WrOpcode::atomic_fetch_and_add) s += pkt::msg(Msg::demo_post_add, lang_, {hex(cmp_add)});
         say(s);
         const SendWr* bad = nullptr;
         const Status st = s_[0].qp.post_send(&w, &bad);
-        if (st != Status::ok) return fail(std::string("post_send refused: ") + name(st));
+        if (st != Status::ok) return fail(pkt::msg(Msg::demo_refused, lang_, {"post_send", name(st)}));
         return true;
     }
 
@@ -317,42 +325,45 @@ public:
         r.wr_id = wr_id;
         r.sg_list = &sge;
         r.num_sge = 1;
-        say("B: post receive wr_id=" + std::to_string(wr_id) + ", room for " + std::to_string(len) + " bytes at " +
-            hex(addr) + " (L_Key " + hex(s_[1].mr.lkey()) + ")");
+        say(pkt::msg(Msg::demo_post_recv, lang_,
+                     {"B", std::to_string(wr_id), std::to_string(len), hex(addr), hex(s_[1].mr.lkey())}));
         const RecvWr* bad = nullptr;
         const Status st = s_[1].qp.post_recv(&r, &bad);
-        if (st != Status::ok) return fail(std::string("post_recv refused: ") + name(st));
+        if (st != Status::ok) return fail(pkt::msg(Msg::demo_refused, lang_, {"post_recv", name(st)}));
         return true;
     }
 
     // The CQE A (or B) got must be this one, successful.
     bool check_cqe(int side, size_t i, uint64_t wr_id, WcOpcode op, uint32_t len) {
         const std::vector<Wc>& v = side ? wb_ : wa_;
-        if (i >= v.size()) return fail(std::string(side_name(side)) + ": CQE missing");
+        if (i >= v.size()) return fail(pkt::msg(Msg::demo_cqe_missing, lang_, {side_name(side)}));
         const Wc& w = v[i];
         if (w.wr_id != wr_id || w.opcode != op || w.status != WcStatus::success || w.byte_len != len)
-            return fail(std::string(side_name(side)) + ": CQE wr_id=" + std::to_string(w.wr_id) + " " + name(w.opcode) +
-                        " " + name(w.status) + " " + std::to_string(w.byte_len) + " bytes, expected wr_id=" +
-                        std::to_string(wr_id) + " " + name(op) + " success " + std::to_string(len) + " bytes");
+            return fail(pkt::msg(Msg::demo_cqe_wrong, lang_,
+                                 {side_name(side), std::to_string(w.wr_id), name(w.opcode), name(w.status),
+                                  std::to_string(w.byte_len), std::to_string(wr_id), name(op), std::to_string(len)}));
         return true;
     }
 
-    bool check_bytes(const char* what, const uint8_t* got, const uint8_t* want, uint32_t len) {
+    bool check_bytes(Msg what_m, const uint8_t* got, const uint8_t* want, uint32_t len) {
+        const char* what = text(what_m, lang_);
         for (uint32_t i = 0; i < len; ++i)
             if (got[i] != want[i]) {
-                char b[160];
-                std::snprintf(b, sizeof b, "%s: byte %u is 0x%02x, expected 0x%02x", what, i, got[i], want[i]);
-                return fail(b);
+                char g[8], w[8];
+                std::snprintf(g, sizeof g, "0x%02x", got[i]);
+                std::snprintf(w, sizeof w, "0x%02x", want[i]);
+                return fail(pkt::msg(Msg::demo_byte_differs, lang_, {what, std::to_string(i), g, w}));
             }
-        std::printf("check: %s: %u bytes identical\n", what, len);
+        std::printf("%s\n", pkt::msg(Msg::demo_bytes_ok, lang_, {what, std::to_string(len)}).c_str());
         return true;
     }
 
-    bool check_word(const char* what, const uint8_t* at, uint64_t want) {
+    bool check_word(Msg what_m, const uint8_t* at, uint64_t want) {
+        const char* what = text(what_m, lang_);
         uint64_t got;
         std::memcpy(&got, at, 8);
-        if (got != want) return fail(std::string(what) + " is " + hex(got) + ", expected " + hex(want));
-        std::printf("check: %s is %s\n", what, hex(want).c_str());
+        if (got != want) return fail(pkt::msg(Msg::demo_word_differs, lang_, {what, hex(got), hex(want)}));
+        std::printf("%s\n", pkt::msg(Msg::demo_word_ok, lang_, {what, hex(want)}).c_str());
         return true;
     }
 
@@ -360,17 +371,19 @@ public:
         if (!quiet_) std::printf("%s\n", s.c_str());
     }
     bool fail(const std::string& s) {
-        std::printf("MISMATCH: %s\n", s.c_str());
+        std::printf("%s\n", pkt::msg(Msg::demo_mismatch, lang_, {s}).c_str());
         ++failures;
         return false;
     }
 
     int failures = 0;
+    Lang lang() const { return lang_; }
 
 private:
     tools::SimPair::Side* s_;
     bool quiet_;
     uint32_t region_;
+    Lang lang_;
     std::vector<Wc> wa_, wb_;
 };
 
@@ -382,7 +395,7 @@ void fill(uint8_t* p, uint32_t len, uint32_t seed) {
     }
 }
 
-int run_link(const std::string& file, int64_t size, bool quiet) {
+int run_link(const std::string& file, int64_t size, bool quiet, Lang lg) {
     // Each operation may wait up to 10 s for its completions (a lost frame, a stuck engine): a
     // SIGINT/SIGTERM ends that wait, the capture is flushed and the port closed on the way out.
     install_stop_handlers();
@@ -422,6 +435,8 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
     cfg.mem_bytes = size_t(region) * 4;  // regions: 0 SEND, 1 WRITE, 2 READ, 3 atomics
     cfg.sq_depth = 16;
     cfg.rq_depth = 16;
+    cfg.mr_iova[0] = kMrIova[0];
+    cfg.mr_iova[1] = kMrIova[1];
     cfg.timeout = 18;  // 4.096 us * 2^18 = 1.07 s: on an idle link no retransmission interrupts the story
     port::SteadyClock clock;
     SimPair::Side s[2];
@@ -434,21 +449,24 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
     Narrator nar;
     nar.pcap = &pcap;
     nar.quiet = quiet;
+    nar.lang = lg;
     SideCtx ctx[2] = {{&nar, 0}, {&nar, 1}};
     for (int i = 0; i < 2; ++i) s[i].hca->set_trace(on_event, &ctx[i]);
 
-    Demo d(s, quiet, region);
+    Demo d(s, quiet, region, lg);
     if (!quiet) {
-        std::printf("Two HCAs on DPDK's net_ring pair (the embedded link, in this process):\n");
+        std::printf("%s\n", text(Msg::demo_link, lg));
         for (int i = 0; i < 2; ++i) {
             const pkt::Mac m = ports[i]->mac();
-            std::printf("  %s: 198.18.0.%d, MAC %02x:%02x:%02x:%02x:%02x:%02x, RC QP %s, first PSN %s; "
-                        "%zu-byte MR at %s, L_Key %s, R_Key %s\n",
-                        side_name(i), i + 1, m[0], m[1], m[2], m[3], m[4], m[5], psn_str(s[i].qp.qpn()).c_str(),
-                        psn_str(kFirstPsn[i]).c_str(), s[i].mem.size(), hex(s[i].mr.addr()).c_str(),
-                        hex(s[i].mr.lkey()).c_str(), hex(s[i].mr.rkey()).c_str());
+            char mac[18];
+            std::snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+            std::printf("%s\n", pkt::msg(Msg::demo_side, lg,
+                                         {side_name(i), std::to_string(i + 1), mac, psn_str(s[i].qp.qpn()),
+                                          psn_str(kFirstPsn[i]), std::to_string(s[i].mem.size()), hex(s[i].mr.addr()),
+                                          hex(s[i].mr.lkey()), hex(s[i].mr.rkey())})
+                                     .c_str());
         }
-        std::printf("  path MTU 1024: a message longer than that goes as First, Middle(s) and Last packets\n");
+        std::printf("%s\n", text(Msg::demo_mtu, lg));
     }
 
     // The data: A's SEND and WRITE sources, B's READ source, B's atomic words.
@@ -461,22 +479,20 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
     std::memcpy(d.bmem(3) + 8, &fa_before, 8);
 
     const Op ops[5] = {
-        {WrOpcode::send, send_len, "SEND",
-         "A sends a message; B's HCA places it in the buffer of a receive WQE B posted, and both get a CQE"},
-        {WrOpcode::rdma_write, rw_len, "RDMA WRITE",
-         "A writes into B's memory at an address and R_Key B gave it; B's software sees nothing, no CQE"},
-        {WrOpcode::rdma_read, rw_len, "RDMA READ",
-         "A reads from B's memory; B's HCA answers from memory, without B's software"},
-        {WrOpcode::atomic_cmp_and_swp, 8, "ATOMIC CMP_SWP",
-         "A asks B's HCA to replace 8 bytes if they hold the compare value; the old value comes back"},
-        {WrOpcode::atomic_fetch_and_add, 8, "ATOMIC FETCH_ADD",
-         "A asks B's HCA to add to 8 bytes; the old value comes back"},
+        {WrOpcode::send, send_len, "SEND", Msg::demo_what_send},
+        {WrOpcode::rdma_write, rw_len, "RDMA WRITE", Msg::demo_what_write},
+        {WrOpcode::rdma_read, rw_len, "RDMA READ", Msg::demo_what_read},
+        {WrOpcode::atomic_cmp_and_swp, 8, "ATOMIC CMP_SWP", Msg::demo_what_cmp_swap},
+        {WrOpcode::atomic_fetch_and_add, 8, "ATOMIC FETCH_ADD", Msg::demo_what_fetch_add},
     };
     int done = 0;
     for (int k = 0; k < 5; ++k) {
         const Op& op = ops[k];
         const uint64_t id = uint64_t(k + 1);
-        if (!quiet) std::printf("\n== %d. %s, %u bytes: %s\n", k + 1, op.title, op.len, op.what);
+        if (!quiet)
+            std::printf("\n%s\n", pkt::msg(Msg::demo_step, lg,
+                                           {std::to_string(k + 1), op.title, std::to_string(op.len), text(op.what, lg)})
+                                       .c_str());
         bool ok = true;
         switch (op.opcode) {
         case WrOpcode::send:
@@ -491,7 +507,7 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
         const size_t want_b = op.opcode == WrOpcode::send ? 1 : 0;
         if (!d.run(1, want_b)) {
             if (stop_requested()) break;
-            d.fail(std::string(op.title) + ": the completions did not come within 10 s");
+            d.fail(pkt::msg(Msg::demo_timeout, lg, {op.title}));
             break;
         }
         const WcOpcode wop = wc_opcode_for(op.opcode);
@@ -499,21 +515,21 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
         switch (op.opcode) {
         case WrOpcode::send:
             ok = d.check_cqe(1, 0, 101, WcOpcode::recv, op.len) && ok;
-            ok = d.check_bytes("SEND: B's receive buffer against A's source", d.bmem(0), d.amem(0), op.len) && ok;
+            ok = d.check_bytes(Msg::demo_check_send, d.bmem(0), d.amem(0), op.len) && ok;
             break;
         case WrOpcode::rdma_write:
-            ok = d.check_bytes("WRITE: B's memory against A's source", d.bmem(1), d.amem(1), op.len) && ok;
+            ok = d.check_bytes(Msg::demo_check_write, d.bmem(1), d.amem(1), op.len) && ok;
             break;
         case WrOpcode::rdma_read:
-            ok = d.check_bytes("READ: A's buffer against B's memory", d.amem(2), d.bmem(2), op.len) && ok;
+            ok = d.check_bytes(Msg::demo_check_read, d.amem(2), d.bmem(2), op.len) && ok;
             break;
         case WrOpcode::atomic_cmp_and_swp:
-            ok = d.check_word("CMP_SWP: the old value returned to A", d.amem(3), cas_before) && ok;
-            ok = d.check_word("CMP_SWP: B's word now", d.bmem(3), cas_swap) && ok;
+            ok = d.check_word(Msg::demo_check_cmp_old, d.amem(3), cas_before) && ok;
+            ok = d.check_word(Msg::demo_check_cmp_now, d.bmem(3), cas_swap) && ok;
             break;
         default:
-            ok = d.check_word("FETCH_ADD: the old value returned to A", d.amem(3) + 8, fa_before) && ok;
-            ok = d.check_word("FETCH_ADD: B's word now", d.bmem(3) + 8, fa_before + fa_add) && ok;
+            ok = d.check_word(Msg::demo_check_add_old, d.amem(3) + 8, fa_before) && ok;
+            ok = d.check_word(Msg::demo_check_add_now, d.bmem(3) + 8, fa_before + fa_add) && ok;
             break;
         }
         if (ok) ++done;
@@ -521,11 +537,9 @@ int run_link(const std::string& file, int64_t size, bool quiet) {
     for (int i = 0; i < 2; ++i) s[i].hca->set_trace(nullptr, nullptr);
     pcap.flush();
     if (stop_requested()) return report_stop("demo");
-    if (nar.bad_frames) d.fail(std::to_string(nar.bad_frames) + " frame(s) sent did not parse");
-    std::printf("\n%d of 5 operations completed and verified; %" PRIu64 " frames written to %s\n", done, nar.frames,
-                file.c_str());
-    if (!quiet && d.failures == 0)
-        std::printf("Read them with `hcaemu dissect %s` (or --brief), or open the file in Wireshark.\n", file.c_str());
+    if (nar.bad_frames) d.fail(pkt::msg(Msg::demo_bad_frames, lg, {std::to_string(nar.bad_frames)}));
+    std::printf("\n%s\n", pkt::msg(Msg::demo_summary, lg, {std::to_string(done), std::to_string(nar.frames), file}).c_str());
+    if (!quiet && d.failures == 0) std::printf("%s\n", pkt::msg(Msg::demo_read_hint, lg, {file}).c_str());
     return d.failures == 0 && done == 5 ? kExitOk : kExitFail;
 }
 
@@ -564,13 +578,18 @@ int cmd_demo(int argc, char** argv) {
             format_given = true;
         } else if (a == "--quiet") {
             quiet = true;
+        } else if (a == "--lang") {
+            if (i + 1 >= argc) return usage_error("demo", "--lang needs a language: " + pkt::lang_codes());
+            const auto l = pkt::lang_from_code(argv[++i]);
+            if (!l) return usage_error("demo", std::string("--lang: unknown language '") + argv[i] + "': use one of " + pkt::lang_codes());
+            opt.lang = *l;
         } else {
             return usage_error("demo", "unknown argument '" + a + "'");
         }
     }
     if (samples && size >= 0) return usage_error("demo", "--size is for the run on the link, not --samples");
     if (!samples && format_given) return usage_error("demo", "--brief and --json go with --samples");
-    const int rc = samples ? run_samples(file, opt, quiet) : run_link(file, size, quiet);
+    const int rc = samples ? run_samples(file, opt, quiet) : run_link(file, size, quiet, opt.lang);
     if (ladder_out.empty() || rc == kExitUsage || stop_requested()) return rc;
     std::string err;
     ladder::Ladder model;
@@ -578,7 +597,7 @@ int cmd_demo(int argc, char** argv) {
         std::fprintf(stderr, "hcaemu demo: ladder: %s\n", err.c_str());
         return kExitFail;
     }
-    std::printf("ladder diagram of %s: %s (%zu arrows)\n", file.c_str(), ladder_out.c_str(), model.arrows.size());
+    std::printf("%s\n", pkt::msg(Msg::demo_ladder, opt.lang, {file, ladder_out, std::to_string(model.arrows.size())}).c_str());
     return rc;
 }
 

@@ -25,6 +25,8 @@ constexpr const char* kHelp =
     "  --no-notes          full format without the explanatory notes\n"
     "  --payload-bytes N   payload bytes shown in hex in the full format (default 32, max 65535)\n"
     "  --strict            exit 1 if any frame is not a valid RoCE v2 frame\n"
+    "  --lang L            the language of the notes and words: en (default) or zh (简体中文);\n"
+    "                      field names, opcodes and numbers are the same in every language\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 file read to its end, 1 with --strict: a frame failed to parse,\n"
@@ -47,6 +49,11 @@ int cmd_dissect(int argc, char** argv) {
             opt.format = pkt::DissectFormat::json;
         } else if (a == "--no-notes") {
             opt.notes = false;
+        } else if (a == "--lang") {
+            if (i + 1 >= argc) return usage_error("dissect", "--lang needs a language: " + pkt::lang_codes());
+            const auto l = pkt::lang_from_code(argv[++i]);
+            if (!l) return usage_error("dissect", std::string("--lang: unknown language '") + argv[i] + "': use one of " + pkt::lang_codes());
+            opt.lang = *l;
         } else if (a == "--strict") {
             strict = true;
         } else if (a == "--payload-bytes") {
@@ -80,8 +87,8 @@ int cmd_dissect(int argc, char** argv) {
         out.clear();
         const double t = double(fr.ts_ns - t0) * 1e-9;
         if (fr.orig_len > fr.data.size() && opt.format != pkt::DissectFormat::json)
-            out += "(frame " + std::to_string(idx) + " was cut by the capture's snap length: " +
-                   std::to_string(fr.data.size()) + " of " + std::to_string(fr.orig_len) + " bytes)\n";
+            out += pkt::msg(pkt::Msg::dis_snap_cut, opt.lang,
+                            {std::to_string(idx), std::to_string(fr.data.size()), std::to_string(fr.orig_len)}) + "\n";
         pkt::Packet p;
         const pkt::ParseError e = pkt::parse(fr.data, p);
         pkt::dissect(out, p, e, fr.data.size(), idx, t, opt);
@@ -95,7 +102,7 @@ int cmd_dissect(int argc, char** argv) {
         return kExitUsage;
     }
     out.clear();
-    sum.print(out, opt.format);
+    sum.print(out, opt.format, opt.lang);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return strict && sum.roce != sum.frames ? kExitFail : kExitOk;
 }

@@ -44,6 +44,9 @@ constexpr const char* kHelp =
     "  --retry-cnt N       0..7 (default 7)\n"
     "  --rnr-retry N       0..7, 7 = for ever (default 7)\n"
     "  --max-rd-atomic N   outstanding READ/atomic requests, 1..16 (default 16)\n"
+    "B's receive queue:\n"
+    "  --rq-depth N        receive WQEs B keeps posted, 1..1024 (default: as many as --count, up\n"
+    "                      to 1024): fewer than the SENDs in flight and B's HCA answers RNR NAK\n"
     "faults (probabilities per frame, each direction; default 0):\n"
     "  --loss P  --dup P  --reorder P  --corrupt P  --delay P\n"
     "  --latency-ns N      wire latency (default 2000)\n"
@@ -65,6 +68,7 @@ struct Args {
     uint32_t count = 16;
     uint32_t mtu = 1024;
     uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, max_rd_atomic = 16;
+    uint32_t rq_depth = 0;  // 0: as the send queue
     port::FaultConfig faults;
     uint64_t latency_ns = 2000;
     uint64_t seed = 1;
@@ -177,6 +181,7 @@ int parse_args(int argc, char** argv, Args& a) {
         else if (k == "--retry-cnt") ok = num(0, 7, a.retry_cnt);
         else if (k == "--rnr-retry") ok = num(0, 7, a.rnr_retry);
         else if (k == "--max-rd-atomic") ok = num(1, 16, a.max_rd_atomic);
+        else if (k == "--rq-depth") ok = num(1, 1024, a.rq_depth);
         else if (k == "--latency-ns") ok = num(0, 1'000'000'000, a.latency_ns);
         else if (k == "--seed") ok = num(0, UINT64_MAX, a.seed);
         else if (k == "--loss") ok = parse_prob(v.c_str(), a.faults.loss);
@@ -225,8 +230,12 @@ int cmd_sim(int argc, char** argv) {
     if (a.faults.delay > 0) c.wire.faults[0].delay_ns = c.wire.faults[1].delay_ns = 10 * a.latency_ns + 1000;
     c.wire.mtu = std::max<uint32_t>(1500, a.mtu + 128);
     c.sq_depth = std::min<uint32_t>(a.count, 1024);
-    c.rq_depth = c.sq_depth;
+    c.rq_depth = a.rq_depth ? a.rq_depth : c.sq_depth;
     c.mem_bytes = size_t(2 * region + 4096);
+    // Fixed MR addresses, above the largest buffer (2 GiB + 4 KiB): a run's trace and pcap depend
+    // on its arguments and seed only.
+    c.mr_iova[0] = 0x100000000ull;
+    c.mr_iova[1] = 0x200000000ull;
     SimPair p(c);
 
     // Each operation has its own region: A's at i*stride, B's at region + i*stride.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "packet/headers.hpp"
+#include "packet/messages.hpp"
 
 namespace hcaemu::tools {
 
@@ -14,9 +15,13 @@ struct SampleFrame {
     std::vector<uint8_t> bytes;
     pkt::Headers h;                 // the fields it was built from
     std::vector<uint8_t> payload;
-    std::string what;               // one line: what this frame is doing in the conversation
+    std::string what;               // one line: what this frame is doing in the conversation (English)
+    pkt::Msg what_msg{};            // the same line in the message table
+    std::string what_arg;           // its {0}, if it has one
 };
 
 std::vector<SampleFrame> sample_frames();
+// The frame's line in `lang`.
+std::string caption(const SampleFrame& f, pkt::Lang lang);
 
 }  // namespace hcaemu::tools

@@ -28,8 +28,9 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     s.gid = pkt::ipv4_mapped_gid(kIp[index]);
     s.pd = std::move(s.dev->alloc_pd().value);
     s.mem.assign(c.mem_bytes, 0);
-    s.mr = std::move(s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(),
-                                   access::local_write | access::remote_write | access::remote_read | access::remote_atomic)
+    const uint32_t acc = access::local_write | access::remote_write | access::remote_read | access::remote_atomic;
+    s.mr = std::move((c.mr_iova[index] ? s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(), c.mr_iova[index], acc)
+                                       : s.dev->reg_mr(s.pd, s.mem.data(), s.mem.size(), acc))
                          .value);
     s.cq = std::move(s.dev->create_cq(int(std::min<uint32_t>(c.sq_depth + c.rq_depth + 16, 32767))).value);
     QpInitAttr ia;
