@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proclib  # noqa: E402
-from proclib import finish, free_port, memif, start  # noqa: E402
+from proclib import finish, free_port, memif, start, wait_listen  # noqa: E402
 
 failures = []
 
@@ -50,7 +50,7 @@ def pair(h, tmp, size, iters, extra_s=(), extra_c=(), pcap=None, name="", ips=("
     cli = [h, "pingpong", "-p", port, "-s", str(size), "-n", str(iters), "-g", "1", "--timeout", "20",
            "--eal", eal(1, memif("client", sock)), "--ip", ips[1], "--mac", "52:54:00:18:00:02"] + list(extra_c) + ["127.0.0.1"]
     ps = start(srv)
-    time.sleep(0.3)
+    wait_listen(int(port), ps, 30)  # the client connects once (as ibv_rc_pingpong's)
     pc = start(cli)
     rc_c, out_c, err_c = finish(pc)
     rc_s, out_s, err_s = finish(ps)
