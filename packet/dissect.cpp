@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "packet/bytes.hpp"
+#include "packet/mad_dissect.hpp"
 
 namespace hcaemu::pkt {
 
@@ -178,6 +179,7 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         else
             note(s, o, "the responder's DMA engine writes it into the MR (WRITE) or the receive WQE's SGEs (SEND)");
     }
+    if (is_gsi_frame(p, e)) dissect_gmp(s, p, o);
     app(s, "  ICRC      0x%08x (%s)\n", p.icrc, e == ParseError::ok ? "ok" : "BAD");
     note(s, o, "CRC32 over IP, UDP, BTH, headers and payload with the fields routers may change masked: a frame damaged on the way is dropped and counted");
 }
@@ -210,6 +212,7 @@ void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t
         if (oi.has(Ext::immdt)) app(s, " Imm=0x%08x", h.imm);
         if (oi.has(Ext::ieth)) app(s, " InvRKey=0x%08x", h.ieth_rkey);
         if (oi.payload) app(s, " payload=%u", p.payload_len);
+        if (is_gsi_frame(p, e)) dissect_gmp(s, p, DissectOptions{.format = DissectFormat::brief});
     }
     if (e != ParseError::ok) app(s, " ERROR %s", name(e));
     s += '\n';
@@ -249,6 +252,7 @@ void json(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         if (oi.has(Ext::immdt)) app(s, ",\"imm\":%u", h.imm);
         if (oi.has(Ext::ieth)) app(s, ",\"ieth_rkey\":%u", h.ieth_rkey);
         app(s, ",\"payload_len\":%u,\"icrc\":%u,\"icrc_ok\":%s", p.payload_len, p.icrc, e == ParseError::ok ? "true" : "false");
+        if (is_gsi_frame(p, e)) dissect_gmp(s, p, DissectOptions{.format = DissectFormat::json});
     }
     s += "}\n";
 }
@@ -272,6 +276,10 @@ void DissectSummary::add(const Packet& p, ParseError e) {
         ++icrc_ok;
     }
     if (decoded_opcode(e)) ++by_opcode[p.h.bth.opcode];
+    if (is_gsi_frame(p, e)) {
+        ++gmp;
+        if (!check_gmp(p).ok()) ++gmp_bad;
+    }
 }
 
 void DissectSummary::print(std::string& s, DissectFormat f) const {
@@ -290,7 +298,7 @@ void DissectSummary::print(std::string& s, DissectFormat f) const {
                 app(s, "%s\"%s\":%" PRIu64, first ? "" : ",", kParseErrorName[i], by_error[i]);
                 first = false;
             }
-        s += "}}}\n";
+        app(s, "},\"gmp\":%" PRIu64 ",\"gmp_bad\":%" PRIu64 "}}\n", gmp, gmp_bad);
         return;
     }
     app(s, "\nSummary: %" PRIu64 " frames, %" PRIu64 " RoCE v2 frames parsed with a good ICRC\n", frames, roce);
@@ -298,6 +306,7 @@ void DissectSummary::print(std::string& s, DissectFormat f) const {
         if (by_opcode[i]) app(s, "  0x%02x %-36s %" PRIu64 "\n", unsigned(i), kOpcodeTable[i].name, by_opcode[i]);
     for (size_t i = 1; i < kParseErrorCount; ++i)
         if (by_error[i]) app(s, "  error %-30s %" PRIu64 "\n", kParseErrorName[i], by_error[i]);
+    if (gmp) app(s, "  MADs to QP1 (GMPs) %" PRIu64 ", malformed or with reserved bits set %" PRIu64 "\n", gmp, gmp_bad);
 }
 
 }  // namespace hcaemu::pkt
