@@ -224,7 +224,7 @@ void full(std::string& s, const Packet& p, const DissectOptions& o) {
     if (h.mgmt_class != kMgmtClassCm) return note(s, o, MadNote::not_cm);
     if (!a) return note(s, o, MadNote::unknown_attr);
     if (a->support == AttrSupport::unsupported) return note(s, o, MadNote::lap_apr);
-    app(s, "  CM %-7s\n", a->short_name);
+    app(s, "  CM %s\n", a->short_name);
     fields_full(s, m + kMadHdrLen, a->fields, o);
     note(s, o, MadNote(size_t(MadNote::class_port_info) + size_t(a - kCmAttrs.data())));
     uint64_t sid = 0;
@@ -308,9 +308,11 @@ void json(std::string& s, const Packet& p) {
         uint64_t sid = 0;
         CmaHdr ch;
         if (const uint8_t* pd = cma_of(m, *a, sid); pd && parse_cma_hdr({pd, kCmaHdrLen}, ch) == MadError::ok) {
-            s += ",\"cma\":{";
-            fields_json(s, pd, kCmaHdrFields);
-            s += '}';
+            const bool v4 = ch.ip_version == 4;  // IPv4 in the last 4 of the 16 bytes
+            app(s, ",\"cma\":{\"version\":%u,\"ip_version\":%u,\"src_port\":%u,\"src_ip\":\"%s\",\"dst_ip\":\"%s\",\"dst_port\":%u}",
+                ch.version, ch.ip_version, ch.src_port,
+                (v4 ? ip4_str(ch.src_ip4()) : gid_str(ch.src_ip.data())).c_str(),
+                (v4 ? ip4_str(ch.dst_ip4()) : gid_str(ch.dst_ip.data())).c_str(), service_id_port(sid));
         }
     }
     s += '}';
