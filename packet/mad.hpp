@@ -346,8 +346,9 @@ void build_mad_hdr(const MadHdr& h, std::span<uint8_t, kMadLen> out);
 // Reserved bits are ignored, as a receiver must (IBTA 1.3.4 conventions); mad_reserved_set() finds them.
 MadError parse_cm(std::span<const uint8_t> mad, CmMad& out);
 
-// Writes 256 bytes: the header (AttributeID taken from the message's type, not from m.hdr), the
-// fields (each masked to its width), zeros in every reserved bit.
+// Writes 256 bytes: the header as given (AttributeID taken from the message's type, not from
+// m.hdr; its Reserved field and Status bits as given, so a test can send them set), the fields
+// (each masked to its width), zeros in every reserved bit of the attribute.
 void build_cm(const CmMad& m, std::span<uint8_t, kMadLen> out);
 
 // Generic access through a table: the value of one numeric field of a raw structure.
