@@ -28,10 +28,10 @@ constexpr uint8_t kMadBaseVersion = 1;    // IBTA 13.4.2 (2 is OPA's, not IBA)
 constexpr uint8_t kMgmtClassCm = 0x07;    // IBTA 13.4.4 table: Communication Management
 constexpr uint8_t kCmClassVersion = 2;    // IBTA 12.6.1 (Linux cm.c sends and accepts 2 only)
 
-// GSI on RoCE v2 (IBTA 13.5.1, Annex A17): QP1 receives every GMP of the port, whatever class.
+// GSI on RoCE v2 (IBTA 13.5, Annex A17): QP1 receives every GMP of the port, whatever class.
 constexpr uint32_t kGsiQpn = 1;
-constexpr uint32_t kGsiQkey = 0x80010000;  // IBTA 13.5.1: the GSI's well-known (controlled) Q_Key
-constexpr uint16_t kDefaultPkey = 0xFFFF;  // full-membership default partition (IBTA 10.9.1.1)
+constexpr uint32_t kGsiQkey = 0x80010000;  // IBTA 13.5: the GSI's well-known Q_Key (controlled: bit 31 set, 10.2.4)
+constexpr uint16_t kDefaultPkey = 0xFFFF;  // the default partition, full member (IBTA 10.9)
 
 // Method byte: R bit (7) and Method (6:0), IBTA 13.4.5. Values include the R bit.
 namespace mad_method {
@@ -63,8 +63,8 @@ constexpr uint16_t class_port_info = 0x0001, req = 0x0010, mra = 0x0011, rej = 0
 enum class MadError : uint8_t {
     ok,
     not_qp1,               // BTH DestQP is not 1
-    not_ud_send_only,      // to QP1 but not a UD SEND Only (opcode 0x64): a GMP is one packet (IBTA 13.5.1)
-    bad_gsi_qkey,          // DETH Q_Key is not 0x80010000: the GSI drops it (IBTA 13.5.1, 10.2.4)
+    not_ud_send_only,      // to QP1 but not a UD SEND Only (opcode 0x64): a GMP is one packet (IBTA 13.5)
+    bad_gsi_qkey,          // DETH Q_Key is not 0x80010000: the GSI drops it (IBTA 13.5, Q_Key check 10.2.4)
     mad_truncated,         // fewer than 256 bytes
     mad_too_long,          // more than 256 bytes (a UD SEND to QP1 carries exactly one MAD)
     bad_base_version,      // BaseVersion is not 1
@@ -343,7 +343,8 @@ MadError parse_mad_hdr(std::span<const uint8_t> mad, MadHdr& out);
 void build_mad_hdr(const MadHdr& h, std::span<uint8_t, kMadLen> out);
 
 // A CM MAD: header checks (class 0x07, version 2), attribute, method, and the attribute's fields.
-// Reserved bits are ignored, as a receiver must (IBTA 1.3.4 conventions); mad_reserved_set() finds them.
+// Reserved bits are ignored, as a receiver must (sent as 0, ignored on receipt); mad_reserved_set()
+// finds them.
 MadError parse_cm(std::span<const uint8_t> mad, CmMad& out);
 
 // Writes 256 bytes: the header as given (AttributeID taken from the message's type, not from
@@ -360,10 +361,17 @@ uint64_t field_get(const uint8_t* base, const MadField& f);
 size_t mad_reserved_set(std::span<const uint8_t, kMadLen> mad, size_t* first = nullptr);
 
 // ---- GSI carriage on RoCE v2 ----------------------------------------------------------------------
-// What the GSI checks on a parsed RoCE v2 frame before the MAD (IBTA 13.5.1): a UD SEND Only to QP1
-// with Q_Key 0x80010000 and a 256-byte payload. P_Key, the source QP and the GID are not checked
-// here: the P_Key must be in the port's table (the HCA's job, IBTA 10.9.3), and the source QP is
-// where the response goes (any QP may send a GMP; Linux's CM sends from QP1).
+// What the GSI checks on a parsed RoCE v2 frame before the MAD: a UD SEND Only to QP1 with Q_Key
+// 0x80010000 and a 256-byte payload. The GSI's rules, for the QP1 round (IBTA 13.5):
+//  - a wrong Q_Key is dropped silently and counted as a Q_Key violation (UD Q_Key check, 10.2.4);
+//  - anything but one 256-byte MAD in a SEND Only is dropped (a GMP is a single packet; RMPP, the
+//    multi-packet protocol of SA/vendor classes, also sends 256-byte packets);
+//  - the P_Key must be one of the port's P_Keys, else dropped and counted (the HCA's table, 10.9);
+//    the response goes back with the request's P_Key;
+//  - the source QP is where the response goes (any QP may send a GMP; Linux's CM sends from QP1);
+//  - BaseVersion, class, class version, method and attribute are the agent's: a Get/Set it cannot
+//    serve is answered with GetResp and a Status code (13.4.7), a response or Send is dropped.
+// P_Key and source QP are not checked here (no state in packet/).
 MadError check_gsi(const Packet& p);
 
 // Sets what makes `h` a GMP: UD SEND Only, DestQP, Q_Key 0x80010000, SrcQP 1 (P_Key, PSN, addresses
@@ -374,8 +382,8 @@ BuildError build_gsi_frame(Headers h, uint32_t dest_qp, std::span<const uint8_t,
 // ---- RDMA CM over the IB CM (IBTA Annex A11, Linux cma.c) -----------------------------------------
 // Port spaces (rdma_cma.h enum rdma_port_space); the 16-bit value includes the 0x01 prefix.
 enum class RdmaPs : uint16_t { ipoib = 0x0002, tcp = 0x0106, udp = 0x0111, ib = 0x013F };
-// IP-based Service ID: 0x0000000001 in bits 63:24 ... i.e. (ps << 16) | port, e.g. TCP port 18515 ->
-// 0x0000000001064853 (Linux RDMA_IB_IP_PS_TCP | port).
+// IP-based Service ID: (ps << 16) | port, so 0x0000000001 in bits 63:24, the port space's low byte
+// in 23:16 and the port in 15:0; TCP port 18515 -> 0x0000000001064853 (Linux RDMA_IB_IP_PS_TCP | port).
 constexpr uint64_t ip_service_id(RdmaPs ps, uint16_t port) { return uint64_t(ps) << 16 | port; }
 constexpr bool is_ip_service_id(uint64_t sid) { return (sid >> 24) == 1; }
 constexpr uint16_t service_id_port(uint64_t sid) { return uint16_t(sid); }
