@@ -10,7 +10,7 @@
 
 namespace hcaemu::pkt {
 
-const std::array<const char*, kMadErrorCount> kMadErrorName = {
+constinit const std::array<const char*, kMadErrorCount> kMadErrorName = {
     "ok", "not_qp1", "not_ud_send_only", "bad_gsi_qkey", "mad_truncated", "mad_too_long",
     "bad_base_version", "not_cm_class", "bad_class_version", "unknown_attribute",
     "unsupported_attribute", "bad_method", "bad_message_code", "bad_info_length", "cma_truncated",
@@ -274,10 +274,10 @@ struct Coverage {
 
 }  // namespace
 
-const MadFields kMadHdrFields{kHdr};
-const MadFields kCmaHdrFields{kCma};
+constinit const MadFields kMadHdrFields{kHdr};
+constinit const MadFields kCmaHdrFields{kCma};
 
-const std::array<CmAttrInfo, 12> kCmAttrs = {{
+constinit const std::array<CmAttrInfo, 12> kCmAttrs = {{
     {cm_attr::class_port_info, "ClassPortInfo", "ClassPortInfo", AttrSupport::supported, kCpi, kClassPortInfoLen},
     {cm_attr::req, "ConnectRequest (REQ)", "REQ", AttrSupport::supported, kReq, kMadDataLen},
     {cm_attr::mra, "MsgRcptAck (MRA)", "MRA", AttrSupport::supported, kMra, kMadDataLen},
@@ -338,7 +338,7 @@ constexpr CmRejReasonInfo kRejTable[] = {  // IBTA 12.6.7.2 table 109
 };
 }  // namespace
 
-const std::span<const CmRejReasonInfo> kCmRejReasons{kRejTable};
+constinit const std::span<const CmRejReasonInfo> kCmRejReasons{kRejTable};
 
 const CmRejReasonInfo* cm_rej_reason(uint16_t code) {
     for (const CmRejReasonInfo& r : kRejTable)

@@ -337,6 +337,11 @@ const char* cm_msg_code_name(uint8_t code);         // MRA/REJ message code: "RE
 const char* cm_transport_name(uint8_t type);        // "RC", "UC", "RD", "reserved"
 const char* ib_mtu_name(uint8_t code);              // "1024" for 3, "reserved" otherwise
 
+// The 5-bit timeouts of the CM messages (CM Response Timeout, Local ACK Timeout, Service Timeout,
+// Target ACK Delay) and ClassPortInfo's RespTimeValue: 4.096 us * 2^n, in ns (n <= 31: at most
+// ~2.4 hours, fits 64 bits). Linux cm.c converts the same way (cm_convert_to_ms).
+constexpr uint64_t cm_timeout_ns(uint8_t n) { return (uint64_t(4096) << (n & 31)); }
+
 // ---- Parse and build -------------------------------------------------------------------------------
 // The common header of any MAD: length 256 and BaseVersion 1 checked, nothing else.
 MadError parse_mad_hdr(std::span<const uint8_t> mad, MadHdr& out);

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 
 #include <cinttypes>
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -111,7 +110,7 @@ std::string value_str(const MadField& f, uint64_t v) {
     } else if (is(f, "status") && f.bits == 8) {  // SIDR_REP
         std::snprintf(b, sizeof b, "%" PRIu64 " (%s)", v, cm_sidr_status_name(uint8_t(v)));
     } else if (ends(f, "timeout") || is(f, "target_ack_delay") || is(f, "resp_time_value")) {
-        const double us = 4.096 * std::ldexp(1.0, int(v));  // IBTA 12.7.x: 4.096 us * 2^n
+        const double us = double(cm_timeout_ns(uint8_t(v))) / 1000;
         if (us < 1000)
             std::snprintf(b, sizeof b, "%" PRIu64 " (%.3f us)", v, us);
         else if (us < 1e6)

@@ -362,6 +362,9 @@ TEST_CASE("mad: names of REJ reasons, methods, status codes, port spaces") {
     CHECK(std::string(mad_method_name(0x81)) == "GetResp");
     CHECK(std::string(mad_status_code_name(mad_status::unsupported_method_attr)) ==
           "method/attribute combination not supported");
+    CHECK(cm_timeout_ns(0) == 4096);
+    CHECK(cm_timeout_ns(20) == 4294967296ULL);  // 4.096 us * 2^20 = 4.29 s
+    CHECK(cm_timeout_ns(31) == 4096ULL << 31);
     CHECK(ip_service_id(RdmaPs::tcp, 18515) == 0x0000000001064853ULL);
     CHECK(ip_service_id(RdmaPs::udp, 7174) == 0x0000000001111C06ULL);
     CHECK(is_ip_service_id(0x0000000001064853ULL));
@@ -535,4 +538,38 @@ TEST_CASE("mad: DissectSummary counts GMPs and malformed ones") {
     CHECK(sum.frames == 3);
     CHECK(sum.gmp == 3);
     CHECK(sum.gmp_bad == 1);
+}
+
+TEST_CASE("mad: the field tables: no two fields overlap, each fits its structure and its member") {
+    auto check = [](MadFields fields, size_t len, const char* what) {
+        INFO(what);
+        std::vector<int> owner(len * 8, -1);
+        for (size_t i = 0; i < fields.size(); ++i) {
+            const MadField& f = fields[i];
+            INFO(f.name);
+            CHECK(f.bits > 0);
+            CHECK(size_t(f.bit) + f.bits <= len * 8);
+            if (f.kind == FieldKind::uint) {
+                CHECK(f.bits <= 64);
+                CHECK((f.bit % 8 + f.bits + 7) / 8 <= 8);           // field_get reads at most 8 bytes
+                CHECK(size_t(f.bits) + f.shift <= size_t(f.size) * 8);  // the value fits its member
+            } else {
+                CHECK(f.bit % 8 == 0);
+                CHECK(f.bits == f.size * 8);
+            }
+            for (size_t b = f.bit; b < size_t(f.bit) + f.bits && b < owner.size(); ++b) {
+                if (owner[b] >= 0) FAIL_CHECK(f.name << " overlaps " << fields[size_t(owner[b])].name << " at bit " << b);
+                owner[b] = int(i);
+            }
+        }
+    };
+    check(kMadHdrFields, kMadHdrLen, "MAD header");
+    check(kCmaHdrFields, kCmaHdrLen, "CMA header");
+    for (const CmAttrInfo& a : kCmAttrs) check(a.fields, a.len, a.name);
+    // The private data ends each message at byte 232 (IBTA 12.6: the whole MAD data area).
+    for (size_t i = 1; i < 10; ++i) {
+        const MadField& last = kCmAttrs[i].fields.back();
+        CHECK(std::string(last.key) == "private_data");
+        CHECK(last.bit / 8 + last.size == kMadDataLen);
+    }
 }
