@@ -67,7 +67,7 @@ constexpr MadField kCpi[] = {
     U(ClassPortInfo, trap_qkey, "TrapQ_Key", "trap_qkey", B(68), 32),
 };
 
-// A REQ path (IBTA 12.6.5 table 106), `p` the path's first byte: 52 primary, 96 alternate.
+// A REQ path (IBTA ch. 12 table 106), `p` the path's first byte: 52 primary, 96 alternate.
 #define PATH(pre, nm, key, p)                                                                              \
     MadField{nm " Local Port LID", key "_local_lid", B(p), 16, FieldKind::uint, uint16_t(offsetof(CmReq, pre.local_lid)), 2}, \
     MadField{nm " Remote Port LID", key "_remote_lid", B(p + 2), 16, FieldKind::uint, uint16_t(offsetof(CmReq, pre.remote_lid)), 2}, \
@@ -81,7 +81,7 @@ constexpr MadField kCpi[] = {
     MadField{nm " Subnet Local", key "_subnet_local", B(p + 42, 4), 1, FieldKind::uint, uint16_t(offsetof(CmReq, pre.subnet_local)), 1}, \
     MadField{nm " Local ACK Timeout", key "_local_ack_timeout", B(p + 43), 5, FieldKind::uint, uint16_t(offsetof(CmReq, pre.local_ack_timeout)), 1}
 
-// IBTA 12.6.5 table 106; VendorID: IBTA comment 9434 (Linux CM_REQ_VENDOR_ID).
+// IBTA ch. 12 table 106; VendorID: IBTA comment 9434 (Linux CM_REQ_VENDOR_ID).
 constexpr MadField kReq[] = {
     U(CmReq, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmReq, vendor_id, "VendorID", "vendor_id", B(5), 24),
@@ -112,7 +112,7 @@ constexpr MadField kReq[] = {
     Y(CmReq, private_data, "PrivateData", "private_data", B(140)),
 };
 
-constexpr MadField kMra[] = {  // IBTA 12.6.6 table 107
+constexpr MadField kMra[] = {  // IBTA ch. 12 table 107
     U(CmMra, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmMra, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     U(CmMra, message_mraed, "Message MRAed", "message_mraed", B(8), 2),
@@ -120,7 +120,7 @@ constexpr MadField kMra[] = {  // IBTA 12.6.6 table 107
     Y(CmMra, private_data, "PrivateData", "private_data", B(10)),
 };
 
-constexpr MadField kRej[] = {  // IBTA 12.6.7 table 108
+constexpr MadField kRej[] = {  // IBTA ch. 12 table 108
     U(CmRej, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmRej, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     U(CmRej, message_rejected, "Message REJected", "message_rejected", B(8), 2),
@@ -130,7 +130,7 @@ constexpr MadField kRej[] = {  // IBTA 12.6.7 table 108
     Y(CmRej, private_data, "PrivateData", "private_data", B(84)),
 };
 
-constexpr MadField kRep[] = {  // IBTA 12.6.8 table 110; VendorID: IBTA comment 9434
+constexpr MadField kRep[] = {  // IBTA ch. 12 table 110; VendorID: IBTA comment 9434
     U(CmRep, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmRep, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     U(CmRep, local_qkey, "Local Q_Key", "local_qkey", B(8), 32),
@@ -151,33 +151,33 @@ constexpr MadField kRep[] = {  // IBTA 12.6.8 table 110; VendorID: IBTA comment 
     Y(CmRep, private_data, "PrivateData", "private_data", B(36)),
 };
 
-constexpr MadField kRtu[] = {  // IBTA 12.6.9 table 111
+constexpr MadField kRtu[] = {  // IBTA ch. 12 table 111
     U(CmRtu, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmRtu, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     Y(CmRtu, private_data, "PrivateData", "private_data", B(8)),
 };
 
-constexpr MadField kDreq[] = {  // IBTA 12.6.10 table 112
+constexpr MadField kDreq[] = {  // IBTA ch. 12 table 112
     U(CmDreq, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmDreq, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     U(CmDreq, remote_qpn, "Remote QPN/EECN", "remote_qpn", B(8), 24),
     Y(CmDreq, private_data, "PrivateData", "private_data", B(12)),
 };
 
-constexpr MadField kDrep[] = {  // IBTA 12.6.11 table 113
+constexpr MadField kDrep[] = {  // IBTA ch. 12 table 113
     U(CmDrep, local_comm_id, "Local Communication ID", "local_comm_id", B(0), 32),
     U(CmDrep, remote_comm_id, "Remote Communication ID", "remote_comm_id", B(4), 32),
     Y(CmDrep, private_data, "PrivateData", "private_data", B(8)),
 };
 
-constexpr MadField kSidrReq[] = {  // IBTA 12.11.1 table 119
+constexpr MadField kSidrReq[] = {  // IBTA ch. 12 table 119
     U(CmSidrReq, request_id, "RequestID", "request_id", B(0), 32),
     U(CmSidrReq, pkey, "Partition Key", "pkey", B(4), 16),
     U(CmSidrReq, service_id, "ServiceID", "service_id", B(8), 64),
     Y(CmSidrReq, private_data, "PrivateData", "private_data", B(16)),
 };
 
-constexpr MadField kSidrRep[] = {  // IBTA 12.11.2 table 120; VendorID: IBTA comment 9434
+constexpr MadField kSidrRep[] = {  // IBTA ch. 12 table 120; VendorID: IBTA comment 9434
     U(CmSidrRep, request_id, "RequestID", "request_id", B(0), 32),
     U(CmSidrRep, status, "Status", "status", B(4), 8),
     U(CmSidrRep, additional_info_length, "Additional Information Length", "additional_info_length", B(5), 8),
@@ -300,7 +300,7 @@ const CmAttrInfo* cm_attr_info(uint16_t attr_id) {
 }
 
 namespace {
-constexpr CmRejReasonInfo kRejTable[] = {  // IBTA 12.6.7.2 table 109
+constexpr CmRejReasonInfo kRejTable[] = {  // IBTA ch. 12 table 109
     {1, "no_qp", "No QP available"},
     {2, "no_eec", "No EEC available"},
     {3, "no_resources", "No resources available"},
@@ -426,7 +426,7 @@ MadError parse_cm(std::span<const uint8_t> mad, CmMad& out) {
     if (a->support == AttrSupport::unsupported) return MadError::unsupported_attribute;
     const bool cpi = h.attr_id == cm_attr::class_port_info;
     const bool method_ok = cpi ? (h.method == mad_method::get || h.method == mad_method::set || h.method == mad_method::get_resp)
-                               : h.method == mad_method::send;  // IBTA 12.6.1: CM messages use Send
+                               : h.method == mad_method::send;  // IBTA ch. 12: CM messages use Send
     if (!method_ok) return MadError::bad_method;
     const size_t idx = size_t(a - kCmAttrs.data());
     kEmplace[idx](out.msg);

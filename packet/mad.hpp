@@ -19,14 +19,14 @@
 namespace hcaemu::pkt {
 
 // ---- Sizes and well-known values ----------------------------------------------------------------
-constexpr size_t kMadLen = 256;         // IBTA 13.4.1: every MAD of BaseVersion 1 is 256 bytes
+constexpr size_t kMadLen = 256;         // IBTA 13.4: every MAD of BaseVersion 1 is 256 bytes
 constexpr size_t kMadHdrLen = 24;       // IBTA 13.4.2 common header
 constexpr size_t kMadDataLen = 232;     // the attribute area after the common header
 constexpr size_t kClassPortInfoLen = 72;  // IBTA 13.4.8.1
 
 constexpr uint8_t kMadBaseVersion = 1;    // IBTA 13.4.2 (2 is OPA's, not IBA)
 constexpr uint8_t kMgmtClassCm = 0x07;    // IBTA 13.4.4 table: Communication Management
-constexpr uint8_t kCmClassVersion = 2;    // IBTA 12.6.1 (Linux cm.c sends and accepts 2 only)
+constexpr uint8_t kCmClassVersion = 2;    // IBTA ch. 12 (Linux cm.c sends and accepts 2 only)
 
 // GSI on RoCE v2 (IBTA 13.5, Annex A17): QP1 receives every GMP of the port, whatever class.
 constexpr uint32_t kGsiQpn = 1;
@@ -51,7 +51,7 @@ constexpr uint16_t kCodeMask = 0x001C, kReservedMask = 0x00E0;
 }  // namespace mad_status
 const char* mad_status_code_name(uint16_t status);  // of bits 4:2
 
-// CM attribute IDs, IBTA 12.6.1 table (Linux cm_msgs.h uses the same).
+// CM attribute IDs, IBTA ch. 12 (the same in Linux cm_msgs.h).
 namespace cm_attr {
 constexpr uint16_t class_port_info = 0x0001, req = 0x0010, mra = 0x0011, rej = 0x0012, rep = 0x0013,
                    rtu = 0x0014, dreq = 0x0015, drep = 0x0016, sidr_req = 0x0017, sidr_rep = 0x0018,
@@ -69,10 +69,10 @@ enum class MadError : uint8_t {
     mad_too_long,          // more than 256 bytes (a UD SEND to QP1 carries exactly one MAD)
     bad_base_version,      // BaseVersion is not 1
     not_cm_class,          // MgmtClass is not 0x07 (parse_cm only; parse_mad_hdr takes any class)
-    bad_class_version,     // CM ClassVersion is not 2 (REJ reason 31 territory, IBTA 12.6.7)
+    bad_class_version,     // CM ClassVersion is not 2 (a REQ of another version gets REJ reason 31)
     unknown_attribute,     // an AttributeID the CM class does not define
     unsupported_attribute, // LAP/APR (alternate path migration): recognised, not supported
-    bad_method,            // CM messages are Send (IBTA 12.6.1); ClassPortInfo Get/Set/GetResp
+    bad_method,            // CM messages are Send (IBTA ch. 12); ClassPortInfo Get/Set/GetResp
     bad_message_code,      // MRA "Message MRAed" or REJ "Message Rejected" = 3 (reserved)
     bad_info_length,       // REJ Rejected Info Length or SIDR_REP Additional Info Length > 72
     cma_truncated,         // private data shorter than the 36-byte CMA header
@@ -125,7 +125,7 @@ struct MadHdr {
 extern const MadFields kMadHdrFields;
 
 // ---- CM attributes, IBTA 12.6 (byte offsets below are from MAD byte 24) ---------------------------
-// Transport Service Type of a REQ, IBTA 12.6.5 table.
+// Transport Service Type of a REQ (table 106).
 enum class CmTransport : uint8_t { rc = 0, uc = 1, rd = 2, xrc_or_reserved = 3 };
 
 // Path information of a REQ (primary at byte 52, alternate at byte 96; same layout, 44 bytes).
@@ -309,7 +309,7 @@ extern const std::array<CmAttrInfo, 12> kCmAttrs;
 const CmAttrInfo* cm_attr_info(uint16_t attr_id);  // nullptr: not a CM attribute
 
 // ---- Named values ----------------------------------------------------------------------------------
-// REJ reasons, IBTA 12.6.7.2 table 109 (Linux enum ib_cm_rej_reason).
+// REJ reasons, IBTA ch. 12 table 109 (Linux enum ib_cm_rej_reason).
 struct CmRejReasonInfo {
     uint16_t code;
     const char* id;    // "invalid_service_id"
@@ -330,7 +330,7 @@ constexpr uint16_t no_qp = 1, no_eec = 2, no_resources = 3, timeout = 4, unsuppo
                    invalid_alt_flow_label = 33, vendor_option_not_supported = 35;
 }  // namespace rej_reason
 
-// SIDR_REP status, IBTA 12.11.2 table 121.
+// SIDR_REP Status values, IBTA ch. 12 (Linux enum ib_cm_sidr_status).
 enum class CmSidrStatus : uint8_t { success = 0, unsupported = 1, reject = 2, no_qp = 3, redirect = 4, unsupported_version = 5 };
 const char* cm_sidr_status_name(uint8_t status);    // "?" above 5
 const char* cm_msg_code_name(uint8_t code);         // MRA/REJ message code: "REQ", "REP", "LAP"/"other"
