@@ -275,7 +275,10 @@ void brief(std::string& s, const Packet& p) {
             for (const MadField& f : a->fields) {
                 if (!is(f, k.key)) continue;
                 const uint64_t v = field_get(d, f);
-                if (ends(f, "psn") || f.bits <= 8)
+                if (is(f, "reason")) {
+                    const CmRejReasonInfo* r = cm_rej_reason(uint16_t(v));
+                    app(s, " %s=%" PRIu64 "(%s)", k.label, v, r ? r->id : "undefined");
+                } else if (ends(f, "psn") || f.bits <= 8)
                     app(s, " %s=%" PRIu64, k.label, v);
                 else
                     app(s, " %s=0x%0*" PRIx64, k.label, int((f.bits + 3) / 4), v);

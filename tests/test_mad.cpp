@@ -502,6 +502,11 @@ TEST_CASE("mad: dissect names every field of each message; strict findings are p
     bo.format = DissectFormat::brief;
     dissect_gmp(b, p, bo);
     CHECK(b == " CM REQ TID=0x0000000012345678 LocalCommID=0x11223344 QPN=0x000123 PSN=11259375 SID=0x0000000001064853");
+    REQUIRE(build_gsi_frame(h, kGsiQpn, want[3], f, len) == BuildError::ok);
+    REQUIRE(parse({f.data(), len}, p) == ParseError::ok);
+    b.clear();
+    dissect_gmp(b, p, bo);
+    CHECK(b == " CM REJ TID=0x0000000012345678 LocalCommID=0x55667788 RemoteCommID=0x11223344 Reason=8(invalid_service_id)");
     // Strict findings.
     Mad bad = want[1];
     bad[28] = 1;
