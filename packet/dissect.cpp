@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "packet/bytes.hpp"
+#include "packet/mad_dissect.hpp"
 
 namespace hcaemu::pkt {
 
@@ -186,6 +187,7 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         else
             note(s, o, Msg::dis_note_payload);
     }
+    if (is_gsi_frame(p, e)) dissect_gmp(s, p, o);
     app(s, "  ICRC      0x%08x (%s)\n", p.icrc, text(e == ParseError::ok ? Msg::dis_ok : Msg::dis_bad, lg));
     note(s, o, Msg::dis_note_icrc);
 }
@@ -218,6 +220,7 @@ void brief(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t
         if (oi.has(Ext::immdt)) app(s, " Imm=0x%08x", h.imm);
         if (oi.has(Ext::ieth)) app(s, " InvRKey=0x%08x", h.ieth_rkey);
         if (oi.payload) app(s, " payload=%u", p.payload_len);
+        if (is_gsi_frame(p, e)) dissect_gmp(s, p, DissectOptions{.format = DissectFormat::brief});
     }
     if (e != ParseError::ok) app(s, " ERROR %s", name(e));
     s += '\n';
@@ -257,6 +260,7 @@ void json(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         if (oi.has(Ext::immdt)) app(s, ",\"imm\":%u", h.imm);
         if (oi.has(Ext::ieth)) app(s, ",\"ieth_rkey\":%u", h.ieth_rkey);
         app(s, ",\"payload_len\":%u,\"icrc\":%u,\"icrc_ok\":%s", p.payload_len, p.icrc, e == ParseError::ok ? "true" : "false");
+        if (is_gsi_frame(p, e)) dissect_gmp(s, p, DissectOptions{.format = DissectFormat::json});
     }
     s += "}\n";
 }
@@ -280,6 +284,10 @@ void DissectSummary::add(const Packet& p, ParseError e) {
         ++icrc_ok;
     }
     if (decoded_opcode(e)) ++by_opcode[p.h.bth.opcode];
+    if (is_gsi_frame(p, e)) {
+        ++gmp;
+        if (!check_gmp(p).ok()) ++gmp_bad;
+    }
 }
 
 void DissectSummary::print(std::string& s, DissectFormat f, Lang lang) const {
@@ -298,7 +306,7 @@ void DissectSummary::print(std::string& s, DissectFormat f, Lang lang) const {
                 app(s, "%s\"%s\":%" PRIu64, first ? "" : ",", kParseErrorName[i], by_error[i]);
                 first = false;
             }
-        s += "}}}\n";
+        app(s, "},\"gmp\":%" PRIu64 ",\"gmp_bad\":%" PRIu64 "}}\n", gmp, gmp_bad);
         return;
     }
     s += '\n';
@@ -308,6 +316,10 @@ void DissectSummary::print(std::string& s, DissectFormat f, Lang lang) const {
         if (by_opcode[i]) app(s, "  0x%02x %-36s %" PRIu64 "\n", unsigned(i), kOpcodeTable[i].name, by_opcode[i]);
     for (size_t i = 1; i < kParseErrorCount; ++i)
         if (by_error[i]) app(s, "  %s %-30s %" PRIu64 "\n", text(Msg::dis_summary_error, lang), kParseErrorName[i], by_error[i]);
+    if (gmp) {
+        s += msg(Msg::dis_summary_gmp, lang, {std::to_string(gmp), std::to_string(gmp_bad)});
+        s += '\n';
+    }
 }
 
 }  // namespace hcaemu::pkt

@@ -34,6 +34,8 @@ struct DissectSummary {
     uint64_t icrc_ok = 0;
     std::array<uint64_t, 256> by_opcode{};  // frames that parsed far enough to have an opcode
     std::array<uint64_t, kParseErrorCount> by_error{};
+    uint64_t gmp = 0;              // frames to QP1 (GSI): MADs, see mad_dissect.hpp
+    uint64_t gmp_bad = 0;          // of which malformed or with reserved bits set (check_gmp)
     void add(const Packet& p, ParseError e);
     void print(std::string& out, DissectFormat format, Lang lang = Lang::en) const;
 };

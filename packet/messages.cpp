@@ -65,6 +65,8 @@ constexpr std::array<MsgRow, kMsgCount> kMessages = {{
     {Msg::dis_summary, {"Summary: {0} frames, {1} RoCE v2 frames parsed with a good ICRC",
                         "汇总：共 {0} 帧，其中 {1} 个 RoCE v2 帧解析成功且 ICRC 正确"}},
     {Msg::dis_summary_error, {"error", "错误"}},
+    {Msg::dis_summary_gmp, {"  MADs to QP1 (GMPs) {0}, malformed or with reserved bits set {1}",
+                            "  发往 QP1 的 MAD（GMP）{0} 个，其中格式错误或保留位被置位的 {1} 个"}},
     {Msg::dis_snap_cut, {"(frame {0} was cut by the capture's snap length: {1} of {2} bytes)",
                          "（帧 {0} 被抓包的快照长度截断：{2} 字节中只有 {1} 字节）"}},
 

@@ -64,6 +64,7 @@ enum class Msg : uint16_t {
     dis_bad,
     dis_summary,
     dis_summary_error,
+    dis_summary_gmp,
     dis_snap_cut,
     // demo: the run on the embedded link
     demo_link,

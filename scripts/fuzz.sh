@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh --smoke [--build-dir DIR] [TARGET...]     (CI: replay the regressions, then 5 s)
 # --no-build: use the targets in DIR/tests/fuzz as they are (a copy, while DIR is rebuilt).
 #
-# Targets: fuzz_parse fuzz_pcap fuzz_receive fuzz_ctl (default: all, one after another).
+# Targets: fuzz_parse fuzz_mad fuzz_pcap fuzz_receive fuzz_ctl (default: all, one after another).
 # The build dir (default build-fuzz) is configured with clang, ASan and UBSan if it is not yet, and
 # the targets are built (not with --smoke: meson test has built them). Work files go to
 # DIR/fuzz-work/TARGET: corpus/ (kept between runs), seeds/ (tests/fuzz/make_seeds.py, from the
@@ -20,7 +20,7 @@ build="$src/build-fuzz"
 captures="$src/../shared/captures/rxe"
 runs="" secs="" smoke=0 nobuild=0
 targets=()
-all=(fuzz_parse fuzz_pcap fuzz_receive fuzz_ctl)
+all=(fuzz_parse fuzz_mad fuzz_pcap fuzz_receive fuzz_ctl)
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=$2; shift 2 ;;
     --captures) captures=$2; shift 2 ;;
     -h|--help) usage ;;
-    fuzz_parse|fuzz_pcap|fuzz_receive|fuzz_ctl) targets+=("$1"); shift ;;
+    fuzz_parse|fuzz_mad|fuzz_pcap|fuzz_receive|fuzz_ctl) targets+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument: $1" >&2; usage ;;
     esac
 done
@@ -56,6 +56,7 @@ fi
 opts_for() {
     case "$1" in
     fuzz_parse) echo "-max_len=9100" ;;
+    fuzz_mad) echo "-max_len=600" ;;
     fuzz_pcap) echo "-max_len=16384" ;;
     fuzz_receive) echo "-max_len=4096" ;;
     fuzz_ctl) echo "-max_len=2048 -close_fd_mask=2" ;;

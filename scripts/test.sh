@@ -36,7 +36,7 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 # few seconds of fuzzing each. The long runs: scripts/fuzz.sh.
 echo "== fuzz smoke (clang)"
 CXX=clang++ CC=clang configure build-fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
-ninja -C build-fuzz tests/fuzz/fuzz_parse tests/fuzz/fuzz_pcap tests/fuzz/fuzz_receive tests/fuzz/fuzz_ctl
+ninja -C build-fuzz tests/fuzz/fuzz_parse tests/fuzz/fuzz_mad tests/fuzz/fuzz_pcap tests/fuzz/fuzz_receive tests/fuzz/fuzz_ctl
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
 echo "== all tests passed (plain, ASan+UBSan, fuzz smoke)"

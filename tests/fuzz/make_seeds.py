@@ -7,7 +7,7 @@ Linux rxe captures (../shared/captures/rxe) and from the request shapes the test
 Writes OUT/<sha1> files. fuzz_parse: every distinct frame of every capture. fuzz_pcap: each capture
 cut to its first frames, in pcap (microsecond and nanosecond magic) and pcapng. fuzz_receive: runs
 of capture frames as 'fixed' records (tests/fuzz/fuzz_receive.cpp) aimed at a QP of the right
-transport, with posted sends and time steps. fuzz_ctl: request sequences that create a PD, MR, CQs
+transport, with posted sends and time steps. fuzz_mad: a CM MAD per attribute ID. fuzz_ctl: request sequences that create a PD, MR, CQs
 and QPs of each type, then WQEs and turns (tests/fuzz/fuzz_ctl.cpp).
 """
 import argparse
@@ -127,6 +127,25 @@ def ctl_seeds():
     return seeds
 
 
+def mad_seeds():
+    """fuzz_mad: a 256-byte CM MAD (IBTA 13.4.2 header, Send) per CM attribute ID, fields patterned,
+    a REQ with the RDMA CM header (Annex A11.4) in its private data, and the bare CMA header."""
+    seeds = []
+    cma = struct.pack('>BBH', 0, 0x40, 54321) + bytes(12) + bytes([198, 18, 0, 1]) + bytes(12) + bytes([198, 18, 0, 2])
+    for attr in [0x0001] + list(range(0x0010, 0x001B)):
+        method = 0x81 if attr == 0x0001 else 0x03
+        hdr = struct.pack('>BBBBHHQHHI', 1, 0x07, 2, method, 0, 0, 0x12345678, attr, 0, 0)
+        body = bytearray(struct.pack('>II', 0x11223344, 0x55667788)) + bytes(224)
+        if attr == 0x0010:  # REQ: TCP port-space Service ID, QPN, PSN, CMA header at byte 140
+            body[8:16] = struct.pack('>Q', 0x0000000001064853)
+            body[32:36] = struct.pack('>I', 0x00012304)
+            body[44:48] = struct.pack('>I', 0xABCDEF9F)
+            body[140:176] = cma
+        seeds.append(hdr + bytes(body))
+    seeds.append(cma)
+    return seeds
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--captures', required=True)
@@ -148,6 +167,8 @@ def main():
             seeds += receive_seeds(frames)[:40]
     if a.target == 'fuzz_ctl':
         seeds += ctl_seeds()
+    if a.target == 'fuzz_mad':
+        seeds += mad_seeds()
     if a.target == 'fuzz_receive':
         seeds += receive_built_seeds()
     seen = set()

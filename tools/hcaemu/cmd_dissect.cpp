@@ -16,7 +16,9 @@ constexpr const char* kHelp =
     "Decodes every frame of an Ethernet pcap (or pcapng) file: Ethernet, IPv4/IPv6, UDP, BTH and\n"
     "the IBA extension headers with their fields as the spec names them, the ICRC check, and a\n"
     "note on what each header means to the HCA (which QP, which MR, which check). Frames that\n"
-    "are not RoCE v2 (ARP, TCP, other UDP ports) are named as such and counted.\n"
+    "are not RoCE v2 (ARP, TCP, other UDP ports) are named as such and counted. Frames to QP1 (the\n"
+    "GSI) carry MADs: the common header and the CM attributes (REQ, REP, RTU, REJ, MRA, DREQ, DREP,\n"
+    "SIDR_REQ, SIDR_REP, ClassPortInfo) are decoded field by field, with the RDMA CM header.\n"
     "Ends with a summary: frames by opcode and by error.\n"
     "\n"
     "options:\n"
@@ -24,12 +26,14 @@ constexpr const char* kHelp =
     "  --json              one JSON object per frame, then one summary object\n"
     "  --no-notes          full format without the explanatory notes\n"
     "  --payload-bytes N   payload bytes shown in hex in the full format (default 32, max 65535)\n"
-    "  --strict            exit 1 if any frame is not a valid RoCE v2 frame\n"
+    "  --strict            exit 1 if any frame is not a valid RoCE v2 frame, or a MAD to QP1 is\n"
+    "                      malformed (wrong Q_Key or length, unknown attribute, bad field, reserved\n"
+    "                      bits set)\n"
     "  --lang L            the language of the notes and words: en (default) or zh (简体中文);\n"
     "                      field names, opcodes and numbers are the same in every language\n"
     "  -h, --help          this text\n"
     "\n"
-    "exit status: 0 file read to its end, 1 with --strict: a frame failed to parse,\n"
+    "exit status: 0 file read to its end, 1 with --strict: a frame failed to parse or a MAD check,\n"
     "2 bad arguments or a missing, unreadable or non-Ethernet file.\n";
 
 }  // namespace
@@ -104,7 +108,7 @@ int cmd_dissect(int argc, char** argv) {
     out.clear();
     sum.print(out, opt.format, opt.lang);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return strict && sum.roce != sum.frames ? kExitFail : kExitOk;
+    return strict && (sum.roce != sum.frames || sum.gmp_bad != 0) ? kExitFail : kExitOk;
 }
 
 }  // namespace hcaemu::tools
