@@ -1,4 +1,7 @@
 // libFuzzer target: pkt::parse and pkt::dissect of one frame (the input), and the build round trip.
+// The input's last byte picks the language of the full and brief dissections and of the summary
+// (bit 0: en or zh, packet/messages.hpp) and stays part of the frame, so the committed seeds (whole
+// frames, the ICRC's last byte random) reach both languages and a mutation of that byte flips it.
 // Invariants, beyond "no crash, no sanitizer report":
 //  - a frame that parses (checks off) rebuilds (pkt::build) into a frame that parses with every
 //    check on, to the same fields and payload;
@@ -84,23 +87,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.clear();
     Packet p;
     const ParseError e = parse(in, p);
+    static_assert(kLangCount == 2, "pick the language from more than one bit");
+    const Lang lang = size > 0 && (data[size - 1] & 1) != 0 ? Lang::zh : Lang::en;
     static DissectSummary sum;
     sum.add(p, e);
     for (DissectFormat f : {DissectFormat::full, DissectFormat::brief, DissectFormat::json}) {
         DissectOptions o;
         o.format = f;
         o.payload_bytes = 64;
+        o.lang = lang;
         dissect(out, p, e, size, 1, 0.5, o);
     }
     // The same frame with the checks off: dissect then sees every field parse decoded.
     Packet p2;
     const ParseError e2 = parse(in, p2, ParseOptions{false, false, false});
-    dissect(out, p2, e2, size, 2, 1.0, {});
+    DissectOptions o2;
+    o2.lang = lang;
+    dissect(out, p2, e2, size, 2, 1.0, o2);
     round_trip(in);
     if (sum.frames % 100000 == 0) {
         out.clear();
-        sum.print(out, DissectFormat::full);
-        sum.print(out, DissectFormat::json);
+        sum.print(out, DissectFormat::full, lang);
+        sum.print(out, DissectFormat::json, lang);
     }
     return 0;
 }

@@ -87,7 +87,7 @@ struct Options {
     uint64_t last_frame = UINT64_MAX;
     bool qp_filter = false;             // --qp N: arrows from or to QP N (either side)
     uint32_t qp = 0;
-    bool summary = false;               // one row per message (see docs/tools.md)
+    bool summary = false;               // one row per message (see docs/tools/ladder.md)
     uint64_t gap_ns = 1'000'000;        // a pause this long or longer is drawn as a gap
 };
 
