@@ -10,11 +10,14 @@ frame against an echo (rx -> tx of the same mbuf) for the half round trip.
 
 Beside it, `hcaemu perf` between two processes over net_memif: write_bw -s 65536 at RoCE MTU 1024
 (link MTU 1500) and 4096 (link MTU 9000) against the byte rate at that frame size; send_bw and
-write_bw -s 8 (message rate, CQ moderation 100) against the 64 B frame rate; send_lat and write_lat
+write_bw -s 8 (message rate, -n 200000, CQ moderation 100) against the 64 B frame rate; send_lat and write_lat
 -s 8 (t_typical and 99.9%) against the half round trip; and bench_transport's 1 MiB WRITE against
 memcpy of the same working set (its own ratio). Each figure is measured --rounds times (each round
 measures the bound and then the figures); the median is printed, and the median of the rounds'
-ratios. Shared machines are noisy: compare the ratios, not the raw figures.
+ratios. --compare OTHER_HCAEMU runs the hcaemu figures with a second binary too, the two taking turns
+at going first in each round, and prints the ratio of the two per round (a before/after on a machine too
+loaded for figures far apart in time to compare). Shared machines are noisy: compare the ratios,
+not the raw figures.
 """
 import argparse
 import os
@@ -111,7 +114,10 @@ def main():
     ap.add_argument("--bench-wire", required=True)
     ap.add_argument("--bench-transport")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--compare", help="another hcaemu binary (an older build): its figures too, run right after "
+                                      "this one's in each round, and the ratio of the two")
     a = ap.parse_args()
+    bins = [("", a.hcaemu)] + ([("(compare) ", a.compare)] if a.compare else [])
     # name -> list over rounds of (figure, bound, ratio); ratio > 1 is better than the bound for rates
     rows = {}
     order = []
@@ -129,29 +135,30 @@ def main():
         ping = wire_ping(a.bench_wire, tag + "p")
         print(f"round {rnd + 1}: wire {', '.join(f'{FRAMES[k]} B {v[0]:.3f} Mpps {v[1]:.3f} GB/s' if v else f'{FRAMES[k]} B failed' for k, v in rate.items())};"
               f" ping half round trip {ping}", flush=True)
-        for mtu, link in ((1024, "1500"), (4096, "9000")):
-            h = hcaemu(a.hcaemu, "write_bw", ["-s", "65536", "-n", "5000", "-m", str(mtu), "--link-mtu", link])
-            if h and rate[mtu]:
-                add(f"write_bw -s 65536 -m {mtu} vs {FRAMES[mtu]} B frames", h[0], rate[mtu][1], h[0] / rate[mtu][1], "GB/s", "GB/s")
-            else:
-                ok = False
-                print(f"write_bw -s 65536 -m {mtu}: failed ({h}, {rate[mtu]})")
-        for test in ("write_bw", "send_bw"):
-            h = hcaemu(a.hcaemu, test, ["-s", "8", "-n", "500000"])
-            if h and rate[64]:
-                add(f"{test} -s 8 msg rate vs 64 B frames", h[1], rate[64][0], h[1] / rate[64][0], "Mmsg/s", "Mpps")
-            else:
-                ok = False
-                print(f"{test} -s 8: failed ({h}, {rate[64]})")
-        for test in ("send_lat", "write_lat"):
-            h = hcaemu(a.hcaemu, test, ["-s", "8", "-n", "10000"])
-            if h and ping:
-                add(f"{test} -s 8 t_typical vs half RTT", h[0], ping[0], h[0] / ping[0], "usec", "usec")
-                add(f"{test} -s 8 99.9% vs its typical", h[1], h[0], h[1] / h[0], "usec", "usec")
-                add(f"{test} -s 8 99.9% vs half RTT 99.9%", h[1], ping[1], h[1] / ping[1], "usec", "usec")
-            else:
-                ok = False
-                print(f"{test} -s 8: failed ({h}, {ping})")
+        for label, hc in (bins if rnd % 2 == 0 else bins[::-1]):  # --compare: each goes first in turn
+            for mtu, link in ((1024, "1500"), (4096, "9000")):
+                h = hcaemu(hc, "write_bw", ["-s", "65536", "-n", "5000", "-m", str(mtu), "--link-mtu", link])
+                if h and rate[mtu]:
+                    add(f"{label}write_bw -s 65536 -m {mtu} vs {FRAMES[mtu]} B frames", h[0], rate[mtu][1], h[0] / rate[mtu][1], "GB/s", "GB/s")
+                else:
+                    ok = False
+                    print(f"{label}write_bw -s 65536 -m {mtu}: failed ({h}, {rate[mtu]})")
+            for test in ("write_bw", "send_bw"):
+                h = hcaemu(hc, test, ["-s", "8", "-n", "200000"])
+                if h and rate[64]:
+                    add(f"{label}{test} -s 8 msg rate vs 64 B frames", h[1], rate[64][0], h[1] / rate[64][0], "Mmsg/s", "Mpps")
+                else:
+                    ok = False
+                    print(f"{label}{test} -s 8: failed ({h}, {rate[64]})")
+            for test in ("send_lat", "write_lat"):
+                h = hcaemu(hc, test, ["-s", "8", "-n", "10000"])
+                if h and ping:
+                    add(f"{label}{test} -s 8 t_typical vs half RTT", h[0], ping[0], h[0] / ping[0], "usec", "usec")
+                    add(f"{label}{test} -s 8 99.9% vs its typical", h[1], h[0], h[1] / h[0], "usec", "usec")
+                    add(f"{label}{test} -s 8 99.9% vs half RTT 99.9%", h[1], ping[1], h[1] / ping[1], "usec", "usec")
+                else:
+                    ok = False
+                    print(f"{label}{test} -s 8: failed ({h}, {ping})")
         if a.bench_transport:
             t = transport(a.bench_transport)
             if t:
@@ -168,6 +175,14 @@ def main():
         ratio = statistics.median(x[2] for x in v)
         print(f"{name:<44} {fig:>10.3f} {bound:>10.3f} {ratio:>7.2f}   ({unit} / {bunit}; rounds: "
               + ", ".join(f"{x[2]:.2f}" for x in v) + ")")
+    if a.compare:
+        print(f"\nthis build against --compare, per round (figure / compare's figure; for latencies below 1 is faster)")
+        for name, unit, bunit in order:
+            if name.startswith("(compare) ") or "(compare) " + name not in rows:
+                continue
+            r = [x[0] / y[0] for x, y in zip(rows[name], rows["(compare) " + name]) if y[0]]
+            if r:
+                print(f"{name:<44} {statistics.median(r):>7.2f}   (rounds: " + ", ".join(f"{x:.2f}" for x in r) + ")")
     sys.exit(0 if ok else 1)
 
 
