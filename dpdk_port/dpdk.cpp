@@ -340,6 +340,8 @@ bool eal_start(const std::vector<std::string>& args, std::string& error) {
     return true;
 }
 
+uint64_t tsc_hz() { return rte_get_tsc_hz(); }
+
 std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error) {
     if (!rte_eth_dev_is_valid_port(port_id)) {
         error = "no DPDK port " + std::to_string(port_id) + "; ports: " + describe_ports();

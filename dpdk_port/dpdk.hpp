@@ -23,6 +23,8 @@ std::vector<std::string> default_eal_args(int lcore = 0);
 // Starts DPDK's EAL once per process. Later calls return the first call's result: the EAL cannot
 // be started twice. `error` says why it failed.
 bool eal_start(const std::vector<std::string>& args, std::string& error);
+// The time-stamp counter's rate the EAL measured (rte_get_tsc_hz()), for port::TscClock; 0 before eal_start.
+uint64_t tsc_hz();
 
 // The port to use, from what the EAL arguments created: a port number ("0"), an ethdev name
 // ("net_memif0", a PCI address), or "" for the only port there is. False and `error` (naming the

@@ -452,6 +452,7 @@ void NetPort::send_request(Entry& e) {
 }
 
 void NetPort::run_timers() {
+    if (next_due_ == UINT64_MAX) return;  // nothing resolving: no clock read on the data path
     const uint64_t now = clock_.now_ns();
     if (now < next_due_) return;
     for (auto& e : table_) {

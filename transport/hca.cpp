@@ -294,11 +294,10 @@ void Hca::tx_flush() {
 
 size_t Hca::poll() {
     size_t moved = 0;
-    std::array<port::Frame, 32> rx;
-    const uint16_t n = port_.rx_burst(rx.data(), uint16_t(rx.size()));
+    const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
     for (uint16_t i = 0; i < n; ++i) {
-        receive(rx[i]);
-        port_.free(rx[i]);
+        receive(rxq_[i]);
+        port_.free(rxq_[i]);
     }
     moved += n;
 

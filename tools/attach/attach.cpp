@@ -206,6 +206,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         return nullptr;
     }
     a->eal_ = true;
+    a->clock_.start(port::tsc_hz());
     uint16_t id = 0;
     if (!port::find_port(o.port, id, err)) return nullptr;
     port::DpdkPortConfig pc;

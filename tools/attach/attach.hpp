@@ -76,7 +76,7 @@ public:
 
 private:
     Attached() = default;
-    port::SteadyClock clock_;
+    port::TscClock clock_;  // steady_clock until the EAL has measured the TSC
     IpPrefix ip_;
     int gid_index_ = 1;
     std::unique_ptr<port::DpdkPort> dpdk_;

@@ -31,6 +31,8 @@
 #include <cstring>
 #include <random>
 
+#include "dpdk_port/clock.hpp"
+#include "dpdk_port/dpdk.hpp"
 #include "tools/hcaemu/oob.hpp"
 #include "tools/hcaemu/oob_tcp.hpp"
 #include "tools/hcaemu/perf.hpp"
@@ -47,10 +49,15 @@ constexpr uint32_t kMaxAllSize = 1u << 23;  // -a: 2^1 .. 2^23
 constexpr uint32_t kDefQkey = 0x11111111;   // perftest's DEF_QKEY
 constexpr uint32_t kGrhLen = 40;            // a UD receive's GRH (IBTA 11.4.1.1; perftest's UD_ADDITION)
 
+// perftest reads the cycle counter (get_cycles) per WR; so do we: the TSC at the rate the EAL
+// measured (steady_clock when this process has no EAL, as a daemon's client).
 uint64_t now_ns() {
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch())
-                        .count());
+    static const port::TscClock clock = [] {
+        port::TscClock c;
+        c.start(port::tsc_hz());
+        return c;
+    }();
+    return clock.now_ns();
 }
 
 const char* verb_name(Verb v) {
