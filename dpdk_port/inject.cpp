@@ -737,8 +737,9 @@ bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, 
     }
     case InjectAction::corrupt:
         if (s.nfields) {
-            if (!corrupt_fields(f.data, l, s)) {
+            if (!corrupt_fields(f.data, l, s)) {  // the frame lacks a header named: no hit
                 bump(not_applicable_);
+                not_applied_ = true;
                 r.unfire();
                 out(d, f);
                 return true;
@@ -789,9 +790,10 @@ void InjectPort::process(const RuleSet* s, InjectDir d, Frame& f, int64_t idx) {
     bool taken = false;
     for (ActiveRule* r : s->by_dir[size_t(d)]) {
         if (!r->test(k, rd)) continue;
+        not_applied_ = false;
         taken = apply(*r, d, f, l, k, idx);
         if (taken) {
-            bump(fired_);
+            if (!not_applied_) bump(fired_);
         } else {
             r->unfire();
             bump(no_buffer_);

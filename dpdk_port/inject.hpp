@@ -260,6 +260,7 @@ private:
     uint32_t rx_n_ = 0, rx_cap_ = 0;
     std::array<PendingNote, kBacklog> notes_{};
     uint32_t nnotes_ = 0;
+    bool not_applied_ = false;  // apply(): the frame passed untouched (corrupt of a missing header)
     std::atomic<uint64_t> fired_{0}, no_buffer_{0}, not_applicable_{0};
     std::atomic<uint32_t> held_now_{0};
 };
