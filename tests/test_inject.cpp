@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdio>
+#include <map>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "dpdk_port/inject.hpp"
+#include "dpdk_port/mem_wire.hpp"
+#include "dpdk_port/net_port.hpp"
 #include "dpdk_port/pcap_file.hpp"
 #include "packet/build.hpp"
 #include "packet/bytes.hpp"
@@ -682,4 +686,75 @@ TEST_CASE("inject on the wire: rx drop at the responder -> the same NAK and rese
     CHECK(std::memcmp(p.side[1].mem.data() + 8192, p.side[0].mem.data(), 4096) == 0);
     CHECK(p.side[1].dev->counters().rx_err[size_t(pkt::ParseError::bad_tver)] == 1);
     CHECK(p.ctr(0, Counter::packet_seq_err) == 1);
+}
+
+TEST_CASE("inject: the capture above the injection, with a note on each frame a rule touched", "[inject][capture]") {
+    port::VirtualClock clk(5000);
+    port::WireConfig wc;
+    port::MemWire wire(wc, clk);
+    port::InjectPort inj(wire.end(0), clk);
+    port::NetConfig nc;
+    nc.ip4 = 0xC6120001;  // the frames below go from .2 to .1: sent by end 0 they go to end 1's MAC
+    port::NetPort net(inj, clk, nc);
+    const std::string path = "test_inject_capture.pcap";
+    {
+        port::PcapWriter w(path);
+        REQUIRE(w.ok());
+        net.set_capture(&w);
+        inj.set_capture(&w);
+        std::string msg;
+        REQUIRE(inj.add("drop dir=tx psn=1", msg));
+        REQUIRE(inj.add("dup dir=tx psn=2", msg));
+        REQUIRE(inj.add("ecn dir=tx psn=3", msg));
+        REQUIRE(inj.add("rnr dir=tx psn=4 timer=3", msg));
+        REQUIRE(inj.add("drop dir=rx psn=11", msg));
+        REQUIRE(inj.add("dup dir=rx psn=12", msg));
+        port::Frame f[5];
+        for (uint32_t i = 0; i < 5; ++i) {
+            REQUIRE(inj.alloc(f[i]));
+            const auto b = frame(pkt::op::send_only, i);
+            std::memcpy(f[i].data, b.data(), b.size());
+            f[i].len = uint32_t(b.size());
+            f[i].data[0] = 0x02, f[i].data[5] = 0x02;  // to end 1's MAC
+        }
+        REQUIRE(net.tx_burst(f, 5) == 5);
+        // From end 1 to us (.1 at end 0's MAC): PSNs 10, 11, 12.
+        for (uint32_t i = 10; i < 13; ++i) {
+            port::Frame g;
+            REQUIRE(wire.end(1).alloc(g));
+            auto b = frame(pkt::op::send_only, i);
+            std::memcpy(b.data(), wc.mac[0].data(), 6);
+            std::memcpy(g.data, b.data(), b.size());
+            g.len = uint32_t(b.size());
+            REQUIRE(wire.end(1).tx_burst(&g, 1) == 1);
+        }
+        clk.advance(1'000'000);
+        port::Frame r[32];
+        const uint16_t n = net.rx_burst(r, 32);
+        std::vector<uint32_t> got;
+        for (uint16_t i = 0; i < n; ++i) got.push_back(parsed({r[i].data, r[i].data + r[i].len}).h.bth.psn), net.free(r[i]);
+        CHECK(got == std::vector<uint32_t>{10, 12, 12});
+        w.flush();
+    }
+    // What end 1 received: 0, 2, 2, 3 (CE), the forged RNR NAK for 4.
+    // The capture: the forged RNR NAK (written by the injector first), then the HCA's five frames, then rx.
+    port::PcapReader rd(path);
+    REQUIRE(rd.ok());
+    std::vector<uint32_t> psns;
+    port::PcapFrame pf;
+    while (rd.next(pf)) psns.push_back(parsed({pf.data.begin(), pf.data.end()}).h.bth.psn);
+    CHECK(psns == std::vector<uint32_t>{4, 0, 1, 2, 3, 4, 11, 10, 12, 12});
+    const auto notes = port::read_notes(path);
+    std::map<uint64_t, std::string> want = {
+        {1, "injected: #4 rnr dir=tx psn=4 count=1 timer=3 mode=replace: forged RNR NAK"},
+        {3, "injected: #1 drop dir=tx psn=1 count=1: dropped: not sent"},
+        {4, "injected: #2 duplicate dir=tx psn=2 count=1: sent twice"},
+        {5, "injected: #3 ecn dir=tx psn=3 count=1: ECN CE marked on the wire"},
+        {6, "injected: #4 rnr dir=tx psn=4 count=1 timer=3 mode=replace: replaced by a forged frame: not sent"},
+        {7, "injected: #5 drop dir=rx psn=11 count=1: dropped: not delivered"},
+        {10, "injected: #6 duplicate dir=rx psn=12 count=1: duplicate copy"},
+    };
+    CHECK(notes == want);
+    std::remove(path.c_str());
+    std::remove(port::notes_path(path).c_str());
 }
