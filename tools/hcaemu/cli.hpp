@@ -33,6 +33,7 @@ int cmd_perf(int argc, char** argv);
 int cmd_res(int argc, char** argv);
 int cmd_stat(int argc, char** argv);
 int cmd_exec(int argc, char** argv);
+int cmd_inject(int argc, char** argv);
 int cmd_ladder(int argc, char** argv);
 
 }  // namespace hcaemu::tools
