@@ -1119,11 +1119,19 @@ def main():
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stale.bind(s2)
         stale.close()
-        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
+        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2", "--inject",
+                                              "drop dir=rx qp=0xfffffe op=WRITE_MIDDLE"), name="q")
         log2.seek(0)
         text = log2.read()
         check("removed the stale socket" in text and "serving" in text and p2.poll() is None, "stale socket removed")
         one = Client(s2)
+        h, total, rules = inject_list(one)
+        check(total == 1 and rules == [(1, 0, 0, "drop dir=rx qp=0xfffffe op=RC_RDMA_WRITE_MIDDLE count=1")],
+              f"--inject at start: listed {rules}")
+        r = subprocess.run([HCAEMUD, "--socket", os.path.join(d, "x.sock"), "--inject", "drop dir=rx nth=0"],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "nth=0: out of range" in r.stderr and not os.path.exists(os.path.join(d, "x.sock")),
+              f"--inject with a bad rule: {r.returncode} {r.stderr}")
         two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         two.settimeout(5)
         two.connect(s2)

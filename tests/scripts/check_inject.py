@@ -5,7 +5,7 @@ frame by frame in the peer's capture (which PSN is missing, doubled, marked, ans
 NAK), the injecting side's notes (FILE.pcap.notes) on the right frames, and `hcaemu dissect`
 printing them. Every process has a deadline.
 
-usage: check_inject.py --hcaemu HCAEMU [--libdir BUILD/tools/verbs]"""
+usage: check_inject.py --hcaemu HCAEMU [--libdir BUILD/tools/verbs] [--hcaemud HCAEMUD]"""
 import argparse
 import os
 import re
@@ -212,10 +212,53 @@ def check_verbs(libdir, tmp):
            "HCAEMU_INJECT: --inject 'bogus dir=rx': unknown action 'bogus'" in err, (rc, out, err))
 
 
+def check_cli(h, hcaemud, tmp):
+    """hcaemu inject add|list|del against a running hcaemud."""
+    sock = os.path.join(tmp, "d.sock")
+    eal = (f"--no-huge -m 128 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error "
+           f"--vdev=net_ring_inj{os.getpid() % 10000}")
+    log = open(os.path.join(tmp, "daemon.log"), "w+")
+    d = subprocess.Popen([hcaemud, "--socket", sock, "--eal", eal, "--ip", "198.18.9.1/24"], stdout=log,
+                         stderr=subprocess.STDOUT)
+    try:
+        end = time.time() + 30
+        while time.time() < end and d.poll() is None:
+            log.seek(0)
+            if "hcaemud: serving" in log.read():
+                break
+            time.sleep(0.05)
+        dev = ["--device", "unix:" + sock]
+        r1 = run([h, "inject", "add", "drop dir=tx op=WRITE_MIDDLE psn=5"] + dev)
+        r2 = run([h, "inject", "add", "ecn dir=rx prob=0.25 seed=7 count=all"] + dev)
+        expect("cli: inject add prints the ids 1 and 2", r1[:2] == (0, "1\n") and r2[:2] == (0, "2\n"), (r1, r2))
+        r = run([h, "inject", "list"] + dev)
+        expect("cli: inject list", r[0] == 0 and r[1] ==
+               "1 hits 0 matched 0 drop dir=tx op=RC_RDMA_WRITE_MIDDLE psn=5 count=1\n"
+               "2 hits 0 matched 0 ecn dir=rx prob=0.25 seed=7 count=all\n", r)
+        r = run([h, "inject", "del", "1"] + dev)
+        expect("cli: inject del 1", r[0] == 0, r)
+        r = run([h, "inject", "del", "1"] + dev)
+        expect("cli: inject del 1 again: exit 1, no rule 1", r[0] == 1 and "no rule 1" in r[2], r)
+        r = run([h, "inject", "list"] + dev)
+        expect("cli: inject list after del", r[:2] == (0, "2 hits 0 matched 0 ecn dir=rx prob=0.25 seed=7 count=all\n"), r)
+        r = run([h, "inject", "add", "drop dir=tx colour=red"] + dev)
+        expect("cli: a bad rule: exit 2, the parser's message", r[0] == 2 and "unknown key 'colour' (unknown_key)" in r[2], r)
+        r = run([h, "inject", "frobnicate"] + dev)
+        expect("cli: an unknown command: exit 2", r[0] == 2 and "unknown command 'frobnicate'" in r[2], r)
+    finally:
+        d.terminate()  # our own child, by its handle
+        try:
+            d.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--libdir", help="hcaemu's libibverbs (build/tools/verbs): the HCAEMU_INJECT check")
+    ap.add_argument("--hcaemud", help="hcaemud: the hcaemu inject CLI check")
     a = ap.parse_args()
     check_bad(a.hcaemu)
     with tempfile.TemporaryDirectory(prefix="hcaemu-inject-") as tmp:
@@ -225,6 +268,8 @@ def main():
         check_perf(a.hcaemu, tmp)
         if a.libdir:
             check_verbs(os.path.abspath(a.libdir), tmp)
+        if a.hcaemud:
+            check_cli(a.hcaemu, a.hcaemud, tmp)
     return proclib.report()
 
 
