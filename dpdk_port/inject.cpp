@@ -823,6 +823,7 @@ uint16_t InjectPort::rx_burst(Frame* frames, uint16_t n) {
     if (!set_.load(std::memory_order_acquire) && (hold_n_ | back_n_) == 0) [[likely]]
         return inner_.rx_burst(frames, n);
     const RuleSet* s = enter();
+    if (hold_n_) release_held(InjectDir::tx, 0, false, 0);  // held tx frames due: the HCA may send nothing
     flush_backlog();
     nnotes_ = 0;
     rx_out_ = frames;

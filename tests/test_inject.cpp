@@ -758,3 +758,54 @@ TEST_CASE("inject: the capture above the injection, with a note on each frame a 
     std::remove(path.c_str());
     std::remove(port::notes_path(path).c_str());
 }
+
+TEST_CASE("inject on the wire: ack-withhold, nak-inval, delay and an unexpected opcode", "[inject][wire]") {
+    SECTION("ack-withhold: the ACK never leaves; the requester times out, resends, the responder re-ACKs") {
+        Pair p(cfg0());
+        p.rule(1, "ack-withhold dir=tx");
+        REQUIRE(p.post(0, WrOpcode::rdma_write, 0, 100, 8192, 1) == Status::ok);
+        REQUIRE(p.wait_cqes(1, 0));
+        CHECK(p.cqes[0][0].status == WcStatus::success);
+        CHECK(p.seq() == "0:RC_RDMA_WRITE_ONLY@0 0:RC_RDMA_WRITE_ONLY@0 1:RC_ACKNOWLEDGE@0 ");
+        CHECK(p.ctr(0, Counter::local_ack_timeout_err) == 1);
+        CHECK(p.ctr(1, Counter::duplicate_request) == 1);
+    }
+    SECTION("nak-inval instead of the ACK: REM_INV_REQ_ERR") {
+        Pair p(cfg0());
+        p.rule(1, "nak-inval dir=tx op=ack");
+        REQUIRE(p.post(0, WrOpcode::rdma_write, 0, 100, 8192, 1) == Status::ok);
+        REQUIRE(p.wait_cqes(1, 0));
+        CHECK(p.cqes[0][0].status == WcStatus::rem_inv_req_err);
+        CHECK(p.ctr(0, Counter::req_remote_invalid_request) == 1);
+        CHECK(p.seen.back().syndrome == 0x61);
+    }
+    SECTION("delay: PSN 1 held 50 us; 2 and 3 overtake it; NAK and resend of 1; the late copy a duplicate") {
+        Pair p(cfg0());
+        p.rule(0, "delay dir=tx psn=1 us=50");
+        p.fill(0, 4096, 10);
+        REQUIRE(p.post(0, WrOpcode::rdma_write, 0, 4096, 8192, 1) == Status::ok);
+        REQUIRE(p.wait_cqes(1, 0));
+        CHECK(p.cqes[0][0].status == WcStatus::success);
+        CHECK(std::memcmp(p.side[1].mem.data() + 8192, p.side[0].mem.data(), 4096) == 0);
+        CHECK(p.seq().starts_with("0:RC_RDMA_WRITE_FIRST@0 0:RC_RDMA_WRITE_MIDDLE@2 0:RC_RDMA_WRITE_LAST@3 1:RC_ACKNOWLEDGE@1 "));
+        CHECK(p.inj[0]->next_due_ns() == p.seen[0].t + 50'000);
+        p.run_until([] { return false; }, 200'000);  // past the hold
+        std::vector<uint64_t> t1;
+        for (const Seen& x : p.seen)
+            if (x.dir == 0 && x.psn == 1) t1.push_back(x.t - p.seen[0].t);
+        REQUIRE(t1.size() == 2);
+        CHECK(t1[0] < 50'000);   // the resend after the NAK
+        CHECK(t1[1] == 50'000);  // the delayed original
+        CHECK(p.ctr(1, Counter::duplicate_request) == 1);
+    }
+    SECTION("unexpected-op: a READ RESPONSE Only after the ACK of a WRITE, for the next PSN: ignored") {
+        Pair p(cfg0());
+        p.rule(1, "unexpected-op dir=tx op=ack at=+1");
+        REQUIRE(p.post(0, WrOpcode::rdma_write, 0, 100, 8192, 1) == Status::ok);
+        REQUIRE(p.post(0, WrOpcode::rdma_write, 100, 100, 8300, 2) == Status::ok);
+        REQUIRE(p.wait_cqes(2, 0));
+        CHECK(p.cqes[0][0].status == WcStatus::success);
+        CHECK(p.cqes[0][1].status == WcStatus::success);
+        CHECK(p.seq().find("1:RC_RDMA_READ_RESPONSE_ONLY@") != std::string::npos);
+    }
+}
