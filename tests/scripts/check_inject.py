@@ -55,7 +55,7 @@ def notes(path):
         return {}
 
 
-def pair(h, tmp, name, size, iters, inj_s=(), inj_c=(), tool="pingpong"):
+def pair(h, tmp, name, size, iters, inj_s=(), inj_c=(), tool="pingpong", extra_c=()):
     sock = os.path.join(tmp, f"memif-{name}.sock")
     port = str(free_port())
     ps, pc = os.path.join(tmp, f"{name}-s.pcap"), os.path.join(tmp, f"{name}-c.pcap")
@@ -71,6 +71,7 @@ def pair(h, tmp, name, size, iters, inj_s=(), inj_c=(), tool="pingpong"):
         srv += ["--inject", r]
     for r in inj_c:
         cli += ["--inject", r]
+    cli += list(extra_c)
     p_s = start(srv)
     time.sleep(0.3)
     p_c = start(cli + ["127.0.0.1"])
@@ -81,7 +82,7 @@ def pair(h, tmp, name, size, iters, inj_s=(), inj_c=(), tool="pingpong"):
     if tool == "pingpong" and ok:
         expect(f"{name}: the data check passes on both sides",
                all(f"data check: {iters} messages of {size} bytes received as sent" in o for o in (out_s, out_c)), detail)
-    return ps, pc, detail
+    return ps, pc, detail, err_c
 
 
 def sent_by(fr, mac):
@@ -90,7 +91,9 @@ def sent_by(fr, mac):
 
 def check_drop(h, tmp):
     # The client's 2nd SEND MIDDLE is lost: the server NAKs its PSN, the client goes back to it.
-    ps, pc, d = pair(h, tmp, "drop", 4096, 3, inj_c=["drop dir=tx op=SEND_MIDDLE nth=2"])
+    ps, pc, d, err = pair(h, tmp, "drop", 4096, 3, inj_c=["drop dir=tx op=SEND_MIDDLE nth=2"], extra_c=["--stats"])
+    expect("drop: --stats prints the rule's hits: 1, and 7 SEND MIDDLEs matched (6 and the resend)",
+           "inject #1 hits 1 matched 7 drop dir=tx op=RC_SEND_MIDDLE nth=2 count=1\n" in err, err)
     srv, cli = frames(ps), frames(pc)
     first = sent_by(cli, MAC_C)[0]["psn"]
     lost = first + 2
@@ -116,7 +119,7 @@ def check_drop(h, tmp):
 
 def check_ecn_dup(h, tmp):
     # Two rules on the client: CE on its first two SEND LASTs, its first SEND FIRST twice.
-    ps, pc, d = pair(h, tmp, "ecndup", 3000, 4,
+    ps, pc, d, _ = pair(h, tmp, "ecndup", 3000, 4,
                      inj_c=["ecn dir=tx op=SEND_LAST count=2", "dup dir=tx op=SEND_FIRST"])
     got = sent_by(frames(ps), MAC_C)
     marked = [(f["op"], f["psn"]) for f in got if f["ecn"] == 3]
@@ -135,7 +138,7 @@ def check_ecn_dup(h, tmp):
 def check_rnr(h, tmp):
     # The server answers the client's first message with a forged RNR NAK (timer 1: 10 us) instead
     # of its ACK: the client sends the message again, the server's HCA counts a duplicate.
-    ps, pc, d = pair(h, tmp, "rnr", 64, 3, inj_s=["rnr dir=tx op=ack timer=1"])
+    ps, pc, d, _ = pair(h, tmp, "rnr", 64, 3, inj_s=["rnr dir=tx op=ack timer=1"])
     cli = frames(pc)
     from_s = sent_by(cli, MAC_S)
     rnr = [f for f in from_s if f["op"] == ACK and f["syn"] == 0x21]
@@ -152,7 +155,7 @@ def check_rnr(h, tmp):
 
 def check_perf(h, tmp):
     # hcaemu perf takes --inject too: the client's 3rd WRITE packet is lost, the run still passes.
-    ps, pc, d = pair(h, tmp, "perf", 65536, 5, inj_c=["drop dir=tx op=write nth=3"], tool="perf")
+    ps, pc, d, _ = pair(h, tmp, "perf", 65536, 5, inj_c=["drop dir=tx op=write nth=3"], tool="perf")
     got = [f for f in sent_by(frames(ps), MAC_C) if f["op"] in (0x06, 0x07, 0x08, 0x0A)]
     psns = [f["psn"] for f in got]
     expect("perf: the server saw PSN first+2 missing at first, then resent", len(psns) > 4 and

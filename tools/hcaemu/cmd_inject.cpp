@@ -29,6 +29,14 @@ constexpr const char* kHelp =
 
 }  // namespace
 
+void print_inject_stats(api::Context& ctx) {
+    std::vector<api::Context::InjectEntry> list;
+    if (ctx.inject_list(list) != Status::ok) return;
+    for (const auto& e : list)
+        std::fprintf(stderr, "inject #%u hits %llu matched %llu %s\n", e.id, static_cast<unsigned long long>(e.hits),
+                     static_cast<unsigned long long>(e.matched), e.text.c_str());
+}
+
 int cmd_inject(int argc, char** argv) {
     std::string device = "unix:/run/hcaemu.sock", err;
     std::vector<std::string> words;
