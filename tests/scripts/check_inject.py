@@ -114,6 +114,12 @@ def check_drop(h, tmp):
     line = [x for x in out.splitlines() if x.lstrip().startswith(f"{mine[0]['n'] if mine else -1} ")]
     expect("drop: hcaemu dissect prints 'injected: ...' on that frame",
            rc == 0 and line and "[injected: #1 drop dir=tx" in line[0] and out.count("injected:") == 1, out[-3000:])
+    rc, out, err = run([h, "dissect", "--json", pc])
+    import json
+    objs = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    marked = [o["frame"] for o in objs if "injected" in o]
+    expect("drop: dissect --json: valid JSON, an 'injected' member on that frame only",
+           rc == 0 and mine and marked == [mine[0]["n"]], out[-2000:])
     expect("drop: the server's capture has no notes (it injected nothing)", not os.path.exists(ps + ".notes"))
 
 
