@@ -87,6 +87,38 @@ bool key_for(InjectAction a, std::string_view k) {
     return true;
 }
 
+// at=PSN (absolute) or at=+N / at=-N (relative to the matched frame's PSN).
+InjectError parse_at(std::string_view val, InjectRule& r, std::string& msg) {
+    const std::string v(val);
+    const bool rel = !val.empty() && (val[0] == '+' || val[0] == '-');
+    uint64_t n = 0;
+    if (!parse_u64(rel ? val.substr(1) : val, n))
+        return fail(msg, InjectError::bad_number, "at=" + v + ": use at=PSN or at=+N / at=-N");
+    if (n > (rel ? 0x7FFFFFu : 0xFFFFFFu))
+        return fail(msg, InjectError::out_of_range, "at=" + v + (rel ? ": a relative PSN within 2^23" : ": a 24-bit PSN"));
+    r.at = rel && val[0] == '-' ? -int64_t(n) : int64_t(n);
+    r.at_rel = rel;
+    return InjectError::ok;
+}
+
+// A header field corrupt sets: FIELD=VALUE, within the field's width.
+InjectError parse_field(std::string_view key, std::string_view val, InjectRule& r, std::string& msg) {
+    const std::string k(key), v(val);
+    for (size_t i = 0; i < kInjectFieldName.size(); ++i) {
+        if (key != kInjectFieldName[i]) continue;
+        if (r.action != InjectAction::corrupt)
+            return fail(msg, InjectError::not_for_action, k + ": header fields are set by corrupt only");
+        if (r.nfields == r.fields.size()) return fail(msg, InjectError::too_many_fields, k + ": at most 4 fields per rule");
+        uint64_t n = 0;
+        if (!parse_u64(val, n)) return fail(msg, InjectError::bad_number, k + "=" + v + ": not a number (decimal or 0x hex)");
+        if (n > kFieldMax[i])
+            return fail(msg, InjectError::out_of_range, k + "=" + v + ": out of range 0.." + std::to_string(kFieldMax[i]));
+        r.fields[r.nfields++] = {InjectField(i), n};
+        return InjectError::ok;
+    }
+    return fail(msg, InjectError::unknown_key, "unknown key '" + k + "'");
+}
+
 InjectError parse_value(std::string_view key, std::string_view val, InjectRule& r, std::string& msg) {
     const std::string k(key), v(val);
     auto number = [&](uint64_t lo, uint64_t hi, uint64_t& out) -> InjectError {
@@ -154,29 +186,9 @@ InjectError parse_value(std::string_view key, std::string_view val, InjectRule& 
     } else if (key == "opcode") {
         if (!parse_opcode(val, r.new_opcode)) return fail(msg, InjectError::bad_opcode, "opcode=" + v + ": not an opcode");
     } else if (key == "at") {
-        const bool rel = !val.empty() && (val[0] == '+' || val[0] == '-');
-        if ((e = number(0, 0xFFFFFF, n)) != InjectError::ok && !rel) return e;
-        if (rel) {
-            if (!parse_u64(val.substr(1), n))
-                return fail(msg, InjectError::bad_number, "at=" + v + ": use at=PSN or at=+N / at=-N");
-            if (n > 0x7FFFFF) return fail(msg, InjectError::out_of_range, "at=" + v + ": a relative PSN within 2^23");
-            r.at = val[0] == '-' ? -int64_t(n) : int64_t(n);
-        } else {
-            r.at = int64_t(n);
-        }
-        r.at_rel = rel;
+        return parse_at(val, r, msg);
     } else {
-        for (size_t i = 0; i < kInjectFieldName.size(); ++i) {
-            if (key != kInjectFieldName[i]) continue;
-            if (r.action != InjectAction::corrupt)
-                return fail(msg, InjectError::not_for_action, k + ": header fields are set by corrupt only");
-            if (r.nfields == r.fields.size())
-                return fail(msg, InjectError::too_many_fields, k + ": at most 4 fields per rule");
-            if ((e = number(0, kFieldMax[i], n)) != InjectError::ok) return e;
-            r.fields[r.nfields++] = {InjectField(i), n};
-            return InjectError::ok;
-        }
-        return fail(msg, InjectError::unknown_key, "unknown key '" + k + "'");
+        return parse_field(key, val, r, msg);
     }
     return InjectError::ok;
 }
