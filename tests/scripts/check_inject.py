@@ -8,7 +8,6 @@ printing them. Every process has a deadline.
 usage: check_inject.py --hcaemu HCAEMU [--libdir BUILD/tools/verbs] [--hcaemud HCAEMUD]"""
 import argparse
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -181,11 +180,7 @@ def check_bad(h):
 def verbs_env(libdir, tmp, role, lcore, ip, mac, **kv):
     e = {k: v for k, v in os.environ.items() if not k.startswith("HCAEMU_")}
     e["LD_LIBRARY_PATH"] = libdir
-    ldd = subprocess.run(["ldd", os.path.join(libdir, "libibverbs.so.1")], capture_output=True, text=True).stdout
-    asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
-    if asan:  # an ASan build: its runtime first; the program's own leaks are not ours
-        e["LD_PRELOAD"] = asan.group(2)
-        e["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+    e.update(proclib.asan_env(os.path.join(libdir, "libibverbs.so.1")))
     sock = os.path.join(tmp, "memif-verbs.sock")
     e.update(HCAEMU_DEVICE="local", HCAEMU_IP=ip, HCAEMU_MAC=mac,
              HCAEMU_EAL=proclib.eal(lcore, memif(role, sock), mem=256, prefix=f"inj{os.getpid()}{role[0]}"), **kv)
