@@ -404,7 +404,7 @@ uint32_t InjectPort::add(std::string_view text, std::string& msg, InjectError* e
     if (live_) rules = live_->rules;
     if (rules.size() >= kMaxRules) {
         msg = "at most " + std::to_string(kMaxRules) + " rules";
-        if (err) *err = InjectError::out_of_range;
+        if (err) *err = InjectError::too_many_rules;
         return 0;
     }
     const uint32_t id = next_id_++;

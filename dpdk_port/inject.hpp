@@ -95,12 +95,14 @@ struct InjectRule {
 
 enum class InjectError : uint8_t {
     ok, empty, unknown_action, unknown_key, missing_value, bad_number, out_of_range, bad_direction,
-    missing_direction, bad_opcode, duplicate_key, not_for_action, corrupt_needs_target, too_many_fields, count,
+    missing_direction, bad_opcode, duplicate_key, not_for_action, corrupt_needs_target, too_many_fields,
+    too_many_rules,  // InjectPort::add: kMaxRules already
+    count,
 };
 inline constexpr std::array<const char*, size_t(InjectError::count)> kInjectErrorName = {
     "ok", "empty", "unknown_action", "unknown_key", "missing_value", "bad_number", "out_of_range",
     "bad_direction", "missing_direction", "bad_opcode", "duplicate_key", "not_for_action",
-    "corrupt_needs_target", "too_many_fields"};
+    "corrupt_needs_target", "too_many_fields", "too_many_rules"};
 inline const char* name(InjectError e) { return kInjectErrorName[size_t(e)]; }
 
 // Parses one rule. On error: the typed error and a message naming the offending token.

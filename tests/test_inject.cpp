@@ -383,6 +383,11 @@ TEST_CASE("inject: rx drop, duplicate and delay; held frames go after their time
     CHECK(p.del(d));
     CHECK_FALSE(p.del(d));
     CHECK(p.list().size() == 2);
+    for (uint32_t i = 2; i < port::InjectPort::kMaxRules; ++i) REQUIRE(p.add("drop dir=tx qp=0xffffff", msg));
+    port::InjectError e = port::InjectError::ok;
+    CHECK(p.add("drop dir=tx", msg, &e) == 0);
+    CHECK(e == port::InjectError::too_many_rules);
+    CHECK(msg == "at most 64 rules");
     p.clear();
     CHECK(p.list().empty());
     CHECK(rec.pool_free() == 64);

@@ -1346,8 +1346,7 @@ Msg Ops::inject(Engine& en, const Req& in) {
         std::string msg;
         port::InjectError e = port::InjectError::ok;
         rep.id = ip.add(r.rule, msg, &e);
-        if (!rep.id) return e == port::InjectError::out_of_range && msg.rfind("at most", 0) == 0 ? in.limit()
-                                                                                                 : in.failed(Status::invalid_argument);
+        if (!rep.id) return e == port::InjectError::too_many_rules ? in.limit() : in.failed(Status::invalid_argument);
         return in.ok(&rep, sizeof rep);
     }
     case ctl::InjectCmd::del:
