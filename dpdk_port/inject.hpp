@@ -189,7 +189,8 @@ public:
     PortStats stats() const override { return inner_.stats(); }
     bool neighbor(const pkt::Ip6& gid, pkt::Mac& mac) override { return inner_.neighbor(gid, mac); }
 
-    // Any thread. add: the new rule's id (from 1), or 0 with `msg` (a parse error, or kMaxRules).
+    // Any thread. add: the new rule's id (from 1), or 0 with `msg` and `err` (a parse error, or
+    // too_many_rules). The first rule added that fires on a frame takes it.
     uint32_t add(std::string_view text, std::string& msg, InjectError* err = nullptr);
     bool del(uint32_t id);
     void clear();
@@ -199,10 +200,12 @@ public:
     uint64_t next_due_ns() const { return hold_n_ ? hold_due_min_ : UINT64_MAX; }
 
     // Notes on the capture NetPort writes above this port (same writer): set before traffic.
+    // The numbering assumes NetPort's order: a tx burst's frames written after tx_burst returns,
+    // an rx burst's right after rx_burst returns, each in order (test "the capture above the
+    // injection" pins it).
     void set_capture(PcapWriter* w);
 
-public:
-    struct RuleSet;
+    struct RuleSet;  // the immutable set the data path reads (inject.cpp)
 
 private:
     struct Held {
