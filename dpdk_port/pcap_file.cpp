@@ -2,6 +2,9 @@
 
 #include <pcap/pcap.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace hcaemu::port {
 
 PcapReader::PcapReader(const std::string& path) {
@@ -40,7 +43,7 @@ bool PcapReader::next(PcapFrame& f) {
     return false;
 }
 
-PcapWriter::PcapWriter(const std::string& path, uint32_t snaplen) {
+PcapWriter::PcapWriter(const std::string& path, uint32_t snaplen) : path_(path) {
     p_ = pcap_open_dead_with_tstamp_precision(DLT_EN10MB, int(snaplen), PCAP_TSTAMP_PRECISION_NANO);
     if (!p_) {
         err_ = "pcap_open_dead failed";
@@ -51,6 +54,7 @@ PcapWriter::PcapWriter(const std::string& path, uint32_t snaplen) {
 }
 
 PcapWriter::~PcapWriter() {
+    if (notes_) std::fclose(notes_);
     if (d_) pcap_dump_close(d_);
     if (p_) pcap_close(p_);
 }
@@ -62,10 +66,46 @@ void PcapWriter::write(std::span<const uint8_t> frame, uint64_t ts_ns) {
     h.ts.tv_usec = suseconds_t(ts_ns % 1000000000ull);  // nanoseconds with the nano precision
     h.caplen = h.len = uint32_t(frame.size());
     pcap_dump(reinterpret_cast<u_char*>(d_), &h, frame.data());
+    ++frames_;
 }
 
 void PcapWriter::flush() {
     if (d_) pcap_dump_flush(d_);
+    if (notes_) std::fflush(notes_);
+}
+
+bool PcapWriter::enable_notes() {
+    if (!notes_ && d_) notes_ = std::fopen(notes_path(path_).c_str(), "w");
+    return notes_ != nullptr;
+}
+
+void PcapWriter::note(uint64_t frame, uint32_t id, const char* rule, const char* what) {
+    if (!notes_) return;
+    std::fprintf(notes_, "%llu\tinjected: #%u%s%s: %s\n", static_cast<unsigned long long>(frame), id, rule ? " " : "",
+                 rule ? rule : "", what);
+}
+
+std::string notes_path(const std::string& pcap_path) { return pcap_path + ".notes"; }
+
+std::map<uint64_t, std::string> read_notes(const std::string& pcap_path) {
+    std::map<uint64_t, std::string> out;
+    std::FILE* f = std::fopen(notes_path(pcap_path).c_str(), "r");
+    if (!f) return out;
+    char line[1024];
+    while (std::fgets(line, sizeof line, f)) {
+        char* tab = std::strchr(line, '\t');
+        if (!tab) continue;
+        *tab = 0;
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(line, &end, 10);
+        if (end == line || *end) continue;
+        std::string text = tab + 1;
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        std::string& slot = out[n];
+        slot += slot.empty() ? text : "; " + text;
+    }
+    std::fclose(f);
+    return out;
 }
 
 }  // namespace hcaemu::port

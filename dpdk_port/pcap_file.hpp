@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <cstdio>
+#include <map>
 #include <span>
 #include <string>
 
@@ -49,11 +51,27 @@ public:
     const std::string& error() const { return err_; }
     void write(std::span<const uint8_t> frame, uint64_t ts_ns);
     void flush();
+    uint64_t frames() const { return frames_; }  // records written; the next is frames() + 1
+
+    // Notes on frames (event injection, docs/inject.md): classic pcap has no comments, so they go
+    // to a side-car text file, notes_path(path), one "FRAME<TAB>#ID RULE: WHAT" line each (FRAME
+    // 1-based, as dissect numbers frames). Opened by enable_notes() (before traffic); note() is
+    // buffered stdio, no allocation.
+    bool enable_notes();
+    void note(uint64_t frame, uint32_t id, const char* rule, const char* what);
 
 private:
     pcap* p_ = nullptr;
     pcap_dumper* d_ = nullptr;
     std::string err_;
+    std::string path_;
+    uint64_t frames_ = 0;
+    std::FILE* notes_ = nullptr;
 };
+
+std::string notes_path(const std::string& pcap_path);  // FILE.pcap -> FILE.pcap.notes
+// The notes of a capture by frame number (several lines for one frame joined by "; "); empty
+// when there is no side-car file.
+std::map<uint64_t, std::string> read_notes(const std::string& pcap_path);
 
 }  // namespace hcaemu::port

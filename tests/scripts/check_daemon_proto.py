@@ -24,9 +24,9 @@ REPLY, EVENT = 0x8000, 0x4000
 OP = {n: i + 1 for i, n in enumerate(
     "hello query_device query_port query_gid alloc_pd dealloc_pd reg_mr dereg_mr create_cq destroy_cq "
     "resize_cq req_notify_cq create_qp destroy_qp modify_qp query_qp create_srq destroy_srq modify_srq "
-    "query_srq create_ah destroy_ah read_counters res_list resolve rereg_mr".split())}
+    "query_srq create_ah destroy_ah read_counters res_list resolve rereg_mr inject".split())}
 BODY = {1: 40, 2: 0, 3: 8, 4: 8, 5: 0, 6: 8, 7: 32, 8: 8, 9: 16, 10: 8, 11: 8, 12: 8, 13: 40, 14: 8,
-        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16, 26: 40}
+        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16, 26: 40, 27: 256}
 ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_op no_hello bad_field bad_fd "
                                   "fd_unexpected limit shutting_down".split())}
 ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
@@ -623,6 +623,67 @@ def review_checks(d):
             print("---- review daemon log\n" + log.read()[-3000:])
 
 
+def inject_req(cmd, id_=0, start=0, rule=b"", rsv=0):
+    return struct.pack("<B3xIII240s", cmd, id_, start, rsv, rule)
+
+
+def inject_list(c, start=0):
+    h, b, _ = c.req("inject", inject_req(1, start=start))
+    total, n, _ = struct.unpack_from("<III", b)
+    out = []
+    for i in range(n):
+        rid, _, matched, hits, text = struct.unpack_from("<IIQQ240s", b, 16 + i * 264)
+        out.append((rid, matched, hits, text.split(b"\0")[0].decode()))
+    return h, total, out
+
+
+def inject_checks(a):
+    """The inject op (PROTOCOL.md): add, list (paged), del; hostile input typed and counted; the limit."""
+    h, b, _ = a.req("inject", inject_req(0, rule=b"drop dir=tx qp=0xffffff psn=5\0"))
+    check(h["status"] == 0 and h["error"] == 0 and struct.unpack_from("<I", b, 8)[0] == 1, f"inject add: id 1 {h}")
+    h, b, _ = a.req("inject", inject_req(0, rule=b"ecn dir=rx qp=0xffffff prob=0.5 seed=3 count=all\0"))
+    check(h["status"] == 0 and struct.unpack_from("<I", b, 8)[0] == 2, f"inject add: id 2 {h}")
+    h, total, rules = inject_list(a)
+    check(h["status"] == 0 and total == 2 and rules == [
+        (1, 0, 0, "drop dir=tx qp=0xffffff psn=5 count=1"),
+        (2, 0, 0, "ecn dir=rx qp=0xffffff prob=0.5 seed=3 count=all")], f"inject list: {total} {rules}")
+    h, total, rules = inject_list(a, start=1)
+    check(total == 2 and [r[0] for r in rules] == [2], f"inject list from 1: {rules}")
+    h, _, _ = a.req("inject", inject_req(2, id_=1))
+    check(h["status"] == 0, f"inject del 1: {h}")
+    h, _, _ = a.req("inject", inject_req(2, id_=1))
+    check(h["status"] == ST["bad_handle"] and h["error"] == 0, f"inject del 1 again: bad_handle {h}")
+    # A rule that does not parse: a failed request, not a protocol error.
+    for bad in (b"drop dir=up\0", b"\0", b"explode dir=tx\0", b"delay dir=tx us=0\0"):
+        h, _, _ = a.req("inject", inject_req(0, rule=bad))
+        check(h["status"] == ST["invalid_argument"] and h["error"] == 0, f"inject add {bad!r}: invalid_argument {h}")
+    # Hostile framing of the body: bad_field, counted.
+    for what, body in (("rule without its NUL", inject_req(0, rule=b"a" * 240)),
+                       ("unknown cmd", inject_req(3)), ("cmd 255", inject_req(255)),
+                       ("reserved field", inject_req(1, rsv=1)),
+                       ("add with an id", inject_req(0, id_=4, rule=b"drop dir=tx\0")),
+                       ("del with a rule", inject_req(2, id_=2, rule=b"x\0")),
+                       ("list with an id", inject_req(1, id_=2))):
+        h, _, _ = a.req("inject", body)
+        check(h["error"] == ERR["bad_field"] and h["status"] == ST["invalid_argument"], f"inject {what}: bad_field {h}")
+        sent_errors["bad_field"] += 1
+    # The 64 rules limit: 63 more fit beside rule 2, the next one is refused.
+    ids = []
+    for i in range(63):
+        h, b, _ = a.req("inject", inject_req(0, rule=b"drop dir=rx qp=0xffffff psn=%d\0" % i))
+        ids.append(struct.unpack_from("<I", b, 8)[0] if h["status"] == 0 else 0)
+    check(0 not in ids, "inject: 64 rules")
+    h, _, _ = a.req("inject", inject_req(0, rule=b"drop dir=tx\0"))
+    check(h["error"] == ERR["limit"] and h["status"] == ST["no_resources"], f"inject: the 65th rule: limit {h}")
+    sent_errors["limit"] += 1
+    h, total, rules = inject_list(a)
+    check(total == 64 and len(rules) == 16, f"inject list: a page of 16 of 64: {total} {len(rules)}")
+    for rid in ids + [2]:
+        a.req("inject", inject_req(2, id_=rid))
+    h, total, rules = inject_list(a)
+    check(total == 0 and rules == [], "inject: every rule deleted")
+
+
 def main():
     global sent_bad_handles
     d = tempfile.mkdtemp(prefix="hcaemud-test-")
@@ -760,13 +821,15 @@ def main():
         h, b, _ = a.req("resolve", GID)
         check(h["status"] == 0 and b[0] == 0, f"resolve our own GID: resolved {b.hex()}")
 
+        inject_checks(a)
+
         # ---- fuzz: framing
         b0 = Client(sock, hello=False)
         expect_error(b0, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "no_hello", "request before hello")
         expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, OP["hello"], 56, 9) + bytes(40), "no_hello", "second hello")
         expect_error(a, struct.pack("<IHHII", 0x12345678, VERSION, 2, 16, 1), "bad_magic", "bad magic")
         expect_error(a, struct.pack("<IHHII", MAGIC, 2, 2, 16, 1), "bad_version", "bad version")
-        for op in (0, 27, 0x3FFF, 0x8001, 0xFFFF):
+        for op in (0, 28, 0x3FFF, 0x8001, 0xFFFF):
             expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, op, 16, 1), "unknown_op", f"unknown op {op}")
         for op, n in BODY.items():
             if op == 1:
@@ -1056,11 +1119,19 @@ def main():
         stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         stale.bind(s2)
         stale.close()
-        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2"), name="q")
+        p2, log2 = start_daemon(d, s2, extra=("--max-clients", "1", "--max-objects", "2", "--inject",
+                                              "drop dir=rx qp=0xfffffe op=WRITE_MIDDLE"), name="q")
         log2.seek(0)
         text = log2.read()
         check("removed the stale socket" in text and "serving" in text and p2.poll() is None, "stale socket removed")
         one = Client(s2)
+        h, total, rules = inject_list(one)
+        check(total == 1 and rules == [(1, 0, 0, "drop dir=rx qp=0xfffffe op=RC_RDMA_WRITE_MIDDLE count=1")],
+              f"--inject at start: listed {rules}")
+        r = subprocess.run([HCAEMUD, "--socket", os.path.join(d, "x.sock"), "--inject", "drop dir=rx nth=0"],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "nth=0: out of range" in r.stderr and not os.path.exists(os.path.join(d, "x.sock")),
+              f"--inject with a bad rule: {r.returncode} {r.stderr}")
         two = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         two.settimeout(5)
         two.connect(s2)

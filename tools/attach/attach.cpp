@@ -23,7 +23,9 @@ const char* const kAttachHelp =
     "  --ip ADDR/LEN       this HCA's address, IPv4 (its GID is ::ffff:ADDR) or IPv6 (required)\n"
     "  --mac MAC           this HCA's MAC instead of the ethdev's\n"
     "  --link-mtu N        the Ethernet MTU (default 1500: RoCE active MTU 1024)\n"
-    "  --pcap FILE         write every frame sent and received to FILE\n";
+    "  --pcap FILE         write every frame sent and received to FILE\n"
+    "  --inject RULE       event injection (repeatable), e.g. \"drop dir=tx op=WRITE_MIDDLE psn=5\";\n"
+    "                      injected frames are noted in FILE.notes (docs/inject.md)\n";
 
 namespace {
 
@@ -105,7 +107,8 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
     const std::string inline_value = eq == std::string::npos ? "" : a.substr(eq + 1);
     if (eq != std::string::npos) a.resize(eq);
     // Not "--port": ibv_rc_pingpong and perftest take it for the TCP port.
-    if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu")
+    if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu" &&
+        a != "--inject")
         return 0;
     if (eq == std::string::npos && i + 1 >= argc) {
         err = a + " needs a value";
@@ -130,6 +133,14 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
         }
     } else if (a == "--pcap") {
         o.pcap = v;
+    } else if (a == "--inject") {
+        port::InjectRule r;
+        std::string msg;
+        if (const port::InjectError e = port::parse_inject_rule(v, r, msg); e != port::InjectError::ok) {
+            err = "--inject '" + v + "': " + msg + " (" + port::name(e) + ")";
+            return -1;
+        }
+        o.inject.push_back(v);
     } else {
         const auto m = parse_uint(v, 576, 9000);
         if (!m) {
@@ -177,6 +188,7 @@ Attached::~Attached() {
     hca_.reset();
     dev_.reset();
     net_.reset();
+    inject_.reset();
     dpdk_.reset();
     if (eal_) port::close_all_ports();  // the vdevs no DpdkPort took (a failed open, --dpdk-port)
     if (pcap_) pcap_->flush();
@@ -227,8 +239,21 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         nc.ip6 = a->ip_.gid;
         nc.prefix6 = a->ip_.prefix;
     }
-    a->net_ = std::make_unique<port::NetPort>(*a->dpdk_, a->clock_, nc);
-    if (a->pcap_) a->net_->set_capture(a->pcap_.get());
+    // The HCA -> NetPort (ARP/ND, capture) -> InjectPort -> the ethdev: the capture shows what the
+    // HCA sent and received, with notes on injected frames (docs/inject.md).
+    a->inject_ = std::make_unique<port::InjectPort>(*a->dpdk_, a->clock_);
+    for (const std::string& r : o.inject) {
+        std::string msg;
+        if (!a->inject_->add(r, msg)) {
+            err = "--inject '" + r + "': " + msg;
+            return nullptr;
+        }
+    }
+    a->net_ = std::make_unique<port::NetPort>(*a->inject_, a->clock_, nc);
+    if (a->pcap_) {
+        a->net_->set_capture(a->pcap_.get());
+        if (!o.inject.empty() || o.inject_notes) a->inject_->set_capture(a->pcap_.get());
+    }
 
     PortConfig cfg;
     cfg.mac = a->dpdk_->mac();

@@ -7,9 +7,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/dpdk.hpp"
+#include "dpdk_port/inject.hpp"
 #include "dpdk_port/net_port.hpp"
 #include "dpdk_port/pcap_file.hpp"
 #include "hca_model/device.hpp"
@@ -24,6 +26,8 @@ struct AttachOptions {
     std::optional<pkt::Mac> mac;     // --mac: instead of the ethdev's own
     std::string pcap;                // --pcap FILE: every frame sent and received
     uint32_t link_mtu = 1500;        // --link-mtu N: the Ethernet MTU
+    std::vector<std::string> inject; // --inject RULE (repeatable; HCAEMU_INJECT: "RULE; RULE"), docs/inject.md
+    bool inject_notes = false;       // note injected frames in the capture even with no rule at start (hcaemud)
 };
 
 // The attach options' help lines, for a subcommand's --help.
@@ -63,6 +67,7 @@ public:
     transport::Hca& hca() { return *hca_; }
     port::NetPort& net() { return *net_; }
     port::DpdkPort& dpdk() { return *dpdk_; }  // link statistics (hcaemud's counters)
+    port::InjectPort& inject() { return *inject_; }  // event injection between the ethdev and the IP side
     const pkt::Ip6& gid() const { return ip_.gid; }  // our address as a GID
     int gid_index() const { return gid_index_; }       // its index in the GID table
     uint64_t now_ns() const { return clock_.now_ns(); }
@@ -80,6 +85,7 @@ private:
     IpPrefix ip_;
     int gid_index_ = 1;
     std::unique_ptr<port::DpdkPort> dpdk_;
+    std::unique_ptr<port::InjectPort> inject_;
     std::unique_ptr<port::NetPort> net_;
     std::unique_ptr<port::PcapWriter> pcap_;
     std::unique_ptr<Device> dev_;

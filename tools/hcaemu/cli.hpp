@@ -4,6 +4,10 @@
 #include <optional>
 #include <string>
 
+namespace hcaemu::api {
+class Context;
+}
+
 namespace hcaemu::tools {
 
 constexpr int kExitOk = 0;
@@ -33,6 +37,9 @@ int cmd_perf(int argc, char** argv);
 int cmd_res(int argc, char** argv);
 int cmd_stat(int argc, char** argv);
 int cmd_exec(int argc, char** argv);
+int cmd_inject(int argc, char** argv);
+// --stats of pingpong and perf: each injection rule, "inject #ID hits N matched M RULE" (stderr).
+void print_inject_stats(api::Context& ctx);
 int cmd_ladder(int argc, char** argv);
 
 }  // namespace hcaemu::tools

@@ -1,5 +1,6 @@
 // hcaemu dissect: decode a pcap's RoCE v2 frames with the packet layer.
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "dpdk_port/pcap_file.hpp"
@@ -19,7 +20,8 @@ constexpr const char* kHelp =
     "are not RoCE v2 (ARP, TCP, other UDP ports) are named as such and counted. Frames to QP1 (the\n"
     "GSI) carry MADs: the common header and the CM attributes (REQ, REP, RTU, REJ, MRA, DREQ, DREP,\n"
     "SIDR_REQ, SIDR_REP, ClassPortInfo) are decoded field by field, with the RDMA CM header.\n"
-    "Ends with a summary: frames by opcode and by error.\n"
+    "Ends with a summary: frames by opcode and by error. Frames an injection rule touched\n"
+    "(FILE.pcap.notes beside the capture, docs/inject.md) carry an \"injected: ...\" line.\n"
     "\n"
     "options:\n"
     "  --brief             one line per frame, like tshark's summary\n"
@@ -35,6 +37,27 @@ constexpr const char* kHelp =
     "\n"
     "exit status: 0 file read to its end, 1 with --strict: a frame failed to parse or a MAD check,\n"
     "2 bad arguments or a missing, unreadable or non-Ethernet file.\n";
+
+// "injected: ..." on a frame: its own line (full), a suffix (brief), a member (json).
+void add_note(std::string& out, const std::string& note, pkt::DissectFormat f) {
+    const bool nl = !out.empty() && out.back() == '\n';
+    if (nl) out.pop_back();
+    if (f == pkt::DissectFormat::json) {
+        const size_t close = out.rfind('}');
+        if (close == std::string::npos) return;
+        std::string esc = ",\"injected\":\"";
+        for (char c : note) {
+            if (c == '"' || c == '\\') esc += '\\';
+            esc += c;
+        }
+        out.insert(close, esc + "\"");
+    } else if (f == pkt::DissectFormat::brief) {
+        out += "  [" + note + "]";
+    } else {
+        out += "\n  " + note;
+    }
+    if (nl) out += '\n';
+}
 
 }  // namespace
 
@@ -80,6 +103,7 @@ int cmd_dissect(int argc, char** argv) {
         std::fprintf(stderr, "hcaemu dissect: %s\n", rd.error().c_str());
         return kExitUsage;
     }
+    const std::map<uint64_t, std::string> notes = port::read_notes(file);
     pkt::DissectSummary sum;
     port::PcapFrame fr;
     std::string out;
@@ -96,6 +120,7 @@ int cmd_dissect(int argc, char** argv) {
         pkt::Packet p;
         const pkt::ParseError e = pkt::parse(fr.data, p);
         pkt::dissect(out, p, e, fr.data.size(), idx, t, opt);
+        if (const auto it = notes.find(idx); it != notes.end()) add_note(out, it->second, opt.format);
         sum.add(p, e);
         if (opt.format == pkt::DissectFormat::full) out += '\n';
         std::fwrite(out.data(), 1, out.size(), stdout);

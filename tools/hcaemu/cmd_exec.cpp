@@ -3,6 +3,7 @@
 // then execvp (docs/verbs.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +31,8 @@ constexpr const char* kExecHelp =
 const char* variable_of(const std::string& opt) {
     static const std::pair<const char*, const char*> kVars[] = {
         {"--eal", "HCAEMU_EAL"}, {"--dpdk-port", "HCAEMU_DPDK_PORT"}, {"--ip", "HCAEMU_IP"},
-        {"--mac", "HCAEMU_MAC"}, {"--pcap", "HCAEMU_PCAP"},           {"--link-mtu", "HCAEMU_LINK_MTU"}};
+        {"--mac", "HCAEMU_MAC"}, {"--pcap", "HCAEMU_PCAP"},           {"--link-mtu", "HCAEMU_LINK_MTU"},
+        {"--inject", "HCAEMU_INJECT"}};
     for (const auto& [o, v] : kVars)
         if (opt == o) return v;
     return nullptr;
@@ -72,7 +74,14 @@ int cmd_exec(int argc, char** argv) {
         if (const int r = take_attach_option(argc, argv, i, o, err); r != 0) {
             if (r < 0) return usage_error("exec", err);
             if (first_attach.empty()) first_attach = name;
-            vars.emplace_back(variable_of(name), eq == std::string::npos ? std::string(argv[i]) : a.substr(eq + 1));
+            const std::string v = eq == std::string::npos ? std::string(argv[i]) : a.substr(eq + 1);
+            if (name == "--inject")  // repeatable: one variable, rules separated by ';'
+                if (auto it = std::find_if(vars.begin(), vars.end(), [](auto& kv) { return kv.first == "HCAEMU_INJECT"; });
+                    it != vars.end()) {
+                    it->second += "; " + v;
+                    continue;
+                }
+            vars.emplace_back(variable_of(name), v);
             continue;
         }
         return usage_error("exec", "unknown option '" + a + "' (the program and its arguments go after --)");

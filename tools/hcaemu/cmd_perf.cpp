@@ -28,6 +28,7 @@ void print_stats(api::Context& ctx, const perf::Env& env) {
     group("link", st.link);
     group("daemon", st.daemon);
     std::fprintf(stderr, "perf.%-28s %llu\n", "max_turn_gap_us", static_cast<unsigned long long>(env.max_turn_gap_ns / 1000));
+    print_inject_stats(ctx);
 }
 
 }  // namespace

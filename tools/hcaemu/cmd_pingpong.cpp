@@ -178,6 +178,7 @@ void print_stats(api::Context& ctx) {
     if (ctx.read_stats(st) != Status::ok) return;
     for (const auto& [n, v] : st.device)
         if (v) std::fprintf(stderr, "%-28s %llu\n", n.c_str(), static_cast<unsigned long long>(v));
+    print_inject_stats(ctx);
 }
 
 // inet_ntop(AF_INET6) spelling, as ibv_rc_pingpong prints a GID (::ffff:a.b.c.d for IPv4).

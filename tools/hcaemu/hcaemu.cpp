@@ -31,6 +31,7 @@ constexpr const char* kHelp =
     "  ladder FILE.pcap    a capture as a ladder (sequence) diagram, SVG or HTML: lanes per QP,\n"
     "                      arrows per packet, retransmissions, NAKs and drops marked\n"
     "  exec -- PROGRAM     runs an unmodified verbs program (perftest, ibv_rc_pingpong) on hcaemu\n"
+    "  inject add|list|del event injection rules of a running hcaemud (--device unix:PATH)\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input;\n"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     if (sub == "stat") return hcaemu::tools::cmd_stat(argc - 1, argv + 1);
     if (sub == "ladder") return hcaemu::tools::cmd_ladder(argc - 1, argv + 1);
     if (sub == "exec") return hcaemu::tools::cmd_exec(argc - 1, argv + 1);
+    if (sub == "inject") return hcaemu::tools::cmd_inject(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

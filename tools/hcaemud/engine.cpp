@@ -749,6 +749,7 @@ struct Ops {
     static void res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, uint32_t start, uint64_t& idx,
                               ctl::ResListRep& rep);
     static Msg resolve(Engine& en, const Req& in);
+    static Msg inject(Engine& en, const Req& in);
 };
 
 namespace {
@@ -783,6 +784,7 @@ constexpr auto kHandlers = [] {
     t[size_t(Op::res_list)] = &Ops::res_list;
     t[size_t(Op::resolve)] = &Ops::resolve;
     t[size_t(Op::rereg_mr)] = &Ops::rereg_mr;
+    t[size_t(Op::inject)] = &Ops::inject;
     return t;
 }();
 
@@ -1328,6 +1330,42 @@ Msg Ops::resolve(Engine& en, const Req& in) {
                                                              : ctl::Neighbor::pending);
     if (st == port::NeighborState::reachable) std::memcpy(rep.mac, mac.data(), 6);
     return in.ok(&rep, sizeof rep);
+}
+
+// Event injection rules on the port (docs/inject.md). Hostile input: an unknown cmd, a rule text
+// without its NUL, a non-zero reserved field: bad_field; a rule that does not parse: failed
+// (invalid_argument), as is a del of no such rule (bad_handle); kMaxRules: limit.
+Msg Ops::inject(Engine& en, const Req& in) {
+    const auto r = in.body<ctl::InjectReq>();
+    if (r.cmd >= uint8_t(ctl::InjectCmd::count) || r.rsv[0] || r.rsv[1] || r.rsv[2] || r.rsv2) return in.field();
+    port::InjectPort& ip = en.att_.inject();
+    ctl::InjectRep rep;
+    switch (ctl::InjectCmd(r.cmd)) {
+    case ctl::InjectCmd::add: {
+        if (r.id || r.start || !std::memchr(r.rule, 0, sizeof r.rule)) return in.field();
+        std::string msg;
+        port::InjectError e = port::InjectError::ok;
+        rep.id = ip.add(r.rule, msg, &e);
+        if (!rep.id) return e == port::InjectError::too_many_rules ? in.limit() : in.failed(Status::invalid_argument);
+        return in.ok(&rep, sizeof rep);
+    }
+    case ctl::InjectCmd::del:
+        if (r.start || r.rule[0]) return in.field();
+        return ip.del(r.id) ? in.ok(&rep, sizeof rep) : in.failed(Status::bad_handle);
+    default: {
+        if (r.id || r.rule[0]) return in.field();
+        const auto all = ip.list();
+        rep.total = uint32_t(all.size());
+        for (size_t i = r.start; i < all.size() && rep.n < ctl::kInjectPerPage; ++i) {
+            ctl::InjectRuleW& w = rep.r[rep.n++];
+            w.id = all[i].id;
+            w.matched = all[i].matched;
+            w.hits = all[i].hits;
+            std::snprintf(w.text, sizeof w.text, "%s", all[i].text.c_str());
+        }
+        return in.ok(&rep, offsetof(ctl::InjectRep, r) + rep.n * sizeof(ctl::InjectRuleW));
+    }
+    }
 }
 
 }  // namespace hcaemu::daemon

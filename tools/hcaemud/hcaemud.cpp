@@ -529,6 +529,7 @@ int main(int argc, char** argv) {
     }
     if (o.att.eal.empty()) o.att.eal = kDefaultEal;
     if (o.att.ip.empty()) o.att.ip = kDefaultIp;
+    o.att.inject_notes = true;  // rules may come at run time (hcaemu inject add)
 
     std::string err;
     if (!check_socket_path(o.socket, err)) {

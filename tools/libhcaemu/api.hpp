@@ -180,6 +180,25 @@ public:
 
     virtual Status read_stats(Stats& out) = 0;
     virtual Status res_list(ResKind kind, std::vector<ResEntry>& out) = 0;
+
+    // Event injection rules on the device's port (docs/inject.md); not_supported by default.
+    struct InjectEntry {
+        uint32_t id = 0;
+        std::string text;
+        uint64_t matched = 0, hits = 0;
+    };
+    virtual Status inject_add(const std::string& rule, uint32_t& id) {
+        (void)rule, (void)id;
+        return Status::not_supported;
+    }
+    virtual Status inject_del(uint32_t id) {
+        (void)id;
+        return Status::not_supported;
+    }
+    virtual Status inject_list(std::vector<InjectEntry>& out) {
+        out.clear();
+        return Status::not_supported;
+    }
 };
 
 // "unix:PATH": the daemon listening on PATH; "" or "local": an in-process HCA attached with

@@ -333,7 +333,7 @@ Status Conn::call(ctl::Op op, const void* body, size_t n, void* out, size_t out_
             return st;
         }
         // Paged replies (counters, res_list) may be cut after their last entry.
-        const bool paged = op == ctl::Op::read_counters || op == ctl::Op::res_list;
+        const bool paged = op == ctl::Op::read_counters || op == ctl::Op::res_list || op == ctl::Op::inject;
         if (body_n > out_n || (!paged && (body_n != out_n || body_n != reply_size(op))) || (paged && body_n < 8)) {
             ++replies_dropped;
             close_fds(m);
@@ -1080,6 +1080,40 @@ public:
                     e.attrs.emplace_back(ctl::get_str(o.a[k].name), ctl::get_str(o.a[k].value));
                 out.push_back(std::move(e));
             }
+            start += n;
+            if (n == 0 || start >= rep->total) break;
+        }
+        return Status::ok;
+    }
+    Status inject_add(const std::string& rule, uint32_t& id) override {
+        ctl::InjectReq req;
+        if (rule.size() >= sizeof req.rule) return Status::invalid_argument;
+        req.cmd = uint8_t(ctl::InjectCmd::add);
+        std::memcpy(req.rule, rule.data(), rule.size());
+        auto rep = std::make_unique<ctl::InjectRep>();
+        if (Status s = c_->call(ctl::Op::inject, &req, sizeof(req), rep.get(), sizeof(*rep)); s != Status::ok) return s;
+        id = rep->id;
+        return Status::ok;
+    }
+    Status inject_del(uint32_t id) override {
+        ctl::InjectReq req;
+        req.cmd = uint8_t(ctl::InjectCmd::del);
+        req.id = id;
+        auto rep = std::make_unique<ctl::InjectRep>();
+        return c_->call(ctl::Op::inject, &req, sizeof(req), rep.get(), sizeof(*rep));
+    }
+    Status inject_list(std::vector<InjectEntry>& out) override {
+        out.clear();
+        uint32_t start = 0;
+        for (int page = 0; page < 64; ++page) {
+            ctl::InjectReq req;
+            req.cmd = uint8_t(ctl::InjectCmd::list);
+            req.start = start;
+            auto rep = std::make_unique<ctl::InjectRep>();
+            if (Status s = c_->call(ctl::Op::inject, &req, sizeof(req), rep.get(), sizeof(*rep)); s != Status::ok) return s;
+            const uint32_t n = std::min(rep->n, ctl::kInjectPerPage);
+            for (uint32_t i = 0; i < n; ++i)
+                out.push_back({rep->r[i].id, ctl::get_str(rep->r[i].text), rep->r[i].matched, rep->r[i].hits});
             start += n;
             if (n == 0 || start >= rep->total) break;
         }

@@ -292,6 +292,17 @@ public:
         });
         return Status::ok;
     }
+    Status inject_add(const std::string& rule, uint32_t& id) override {
+        std::string msg;
+        id = at_->inject().add(rule, msg);
+        return id ? Status::ok : Status::invalid_argument;
+    }
+    Status inject_del(uint32_t id) override { return at_->inject().del(id) ? Status::ok : Status::bad_handle; }
+    Status inject_list(std::vector<InjectEntry>& out) override {
+        out.clear();
+        for (auto& r : at_->inject().list()) out.push_back({r.id, r.text, r.matched, r.hits});
+        return Status::ok;
+    }
 
 private:
     AttachedPtr at_;

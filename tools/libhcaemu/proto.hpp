@@ -54,6 +54,7 @@ enum class Op : uint16_t {
     res_list,         // ResListReq -> ResListRep (a page of objects, all clients', read-only)
     resolve,          // ResolveReq -> ResolveRep: starts ARP/ND, reports the neighbour's state
     rereg_mr,         // ReregMrReq (+ 1 fd, the new memfd, with change_translation) -> RegMrRep
+    inject,           // InjectReq -> InjectRep: event injection rules added, listed, deleted (docs/inject.md)
     count,
 };
 
@@ -174,6 +175,15 @@ enum class Neighbor : uint8_t { resolved, pending, failed };
 struct ResolveReq { uint8_t gid[16] = {}; };
 struct ResolveRep { uint8_t state = 0; uint8_t mac[6] = {}; uint8_t rsv = 0; };
 
+// Event injection (docs/inject.md). add: `rule` (NUL-terminated text) -> `id`; del: `id`; list:
+// a page of rules from index `start` (paged like CountersRep).
+enum class InjectCmd : uint8_t { add, list, del, count };
+constexpr uint32_t kInjectRuleText = 240;
+struct InjectReq { uint8_t cmd = 0; uint8_t rsv[3] = {}; uint32_t id = 0; uint32_t start = 0; uint32_t rsv2 = 0; char rule[kInjectRuleText] = {}; };
+struct InjectRuleW { uint32_t id = 0; uint32_t rsv = 0; uint64_t matched = 0, hits = 0; char text[kInjectRuleText] = {}; };
+constexpr uint32_t kInjectPerPage = 16;
+struct InjectRep { uint32_t total = 0; uint32_t n = 0; uint32_t id = 0; uint32_t rsv = 0; InjectRuleW r[kInjectPerPage]; };
+
 // ---- events ----
 struct CqEventMsg { uint32_t cq = 0; uint32_t rsv = 0; uint64_t cq_context = 0; };
 struct AsyncEventMsg { uint8_t type = 0; uint8_t rsv[3] = {}; uint32_t element = 0; };  // EventType; element as AsyncEvent
@@ -188,6 +198,7 @@ static_assert(sizeof(QpCap) == 20 && sizeof(SrqAttr) == 12 && sizeof(AhAttr) == 
               sizeof(PortAttr) == 24 && sizeof(GidEntry) == 17 && sizeof(DeviceAttrW) == 152);
 static_assert(sizeof(ReregMrReq) == 40);
 static_assert(sizeof(CountersRep) + sizeof(ReplyHdr) <= kMaxMsg && sizeof(ResListRep) + sizeof(ReplyHdr) <= kMaxMsg);
+static_assert(sizeof(InjectReq) == 256 && sizeof(InjectRuleW) == 264 && sizeof(InjectRep) + sizeof(ReplyHdr) <= kMaxMsg);
 
 // The body size of each request, by Op, for the daemon's length check (query_device and alloc_pd
 // have no body).
@@ -198,11 +209,11 @@ inline constexpr std::array<size_t, size_t(Op::count)> kRequestSize = {
     sizeof(CreateQpReq), sizeof(HandleReq), sizeof(ModifyQpReq), sizeof(HandleReq),
     sizeof(CreateSrqReq), sizeof(HandleReq), sizeof(ModifySrqReq), sizeof(HandleReq),
     sizeof(CreateAhReq), sizeof(HandleReq),
-    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq), sizeof(ReregMrReq)};
+    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq), sizeof(ReregMrReq), sizeof(InjectReq)};
 inline constexpr std::array<const char*, size_t(Op::count)> kOpName = {
     "?", "hello", "query_device", "query_port", "query_gid", "alloc_pd", "dealloc_pd", "reg_mr",
     "dereg_mr", "create_cq", "destroy_cq", "resize_cq", "req_notify_cq", "create_qp", "destroy_qp",
     "modify_qp", "query_qp", "create_srq", "destroy_srq", "modify_srq", "query_srq", "create_ah",
-    "destroy_ah", "read_counters", "res_list", "resolve", "rereg_mr"};
+    "destroy_ah", "read_counters", "res_list", "resolve", "rereg_mr", "inject"};
 
 }  // namespace hcaemu::ctl
