@@ -71,6 +71,8 @@ constexpr std::array<MsgRow, kMsgCount> kMessages = {{
                          "（帧 {0} 被抓包的快照长度截断：{2} 字节中只有 {1} 字节）"}},
 
     // ---- dissect: MADs (the CM's terms: 通信管理 CM, 管理数据报 MAD, 服务 ID, 私有数据, 主动方/被动方)
+    {Msg::mad_note_gmp_payload, {"a MAD to QP1: a receive WQE of the GSI takes it, and the agent of its management class (CM for a connection's MADs) reads it from there; no MR is written",
+                                 "发往 QP1 的 MAD：由 GSI 的一个接收 WQE 接收，再由其管理类的代理（连接的 MAD 由 CM 代理）从中读取；不写入任何 MR"}},
     {Msg::mad_note_gsi, {"a GMP: a UD SEND Only to QP1 (the GSI) with Q_Key 0x80010000, carrying one 256-byte MAD; the GSI answers to the sender's SrcQP",
                          "GMP（通用管理包）：发往 QP1（GSI，通用服务接口）的 UD SEND Only，Q_Key 为 0x80010000，携带一个 256 字节的管理数据报（MAD）；GSI 向发送方的 SrcQP 应答"}},
     {Msg::mad_note_mad_hdr, {"MAD common header: the class and method select the agent; a response (R bit) carries the request's TransactionID",

@@ -66,7 +66,8 @@ enum class Msg : uint16_t {
     dis_summary_error,
     dis_summary_gmp,
     dis_snap_cut,
-    // dissect: MADs to QP1 (packet/mad_dissect.cpp): notes and words
+    // dissect: MADs to QP1 (packet/mad_dissect.cpp): notes, words, and the payload note of a GMP
+    mad_note_gmp_payload,
     mad_note_gsi,
     mad_note_mad_hdr,
     mad_note_class_port_info,  // one note per CM attribute, in kCmAttrs' order (packet/mad.hpp)
