@@ -184,7 +184,9 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         s += '\n';
         if (p.op->kind == Kind::rdma_read_response)
             note(s, o, Msg::dis_note_read_payload);
-        else
+        else if (is_gsi_frame(p, e)) {  // a MAD: the GSI's receive WQE and its agent, not an MR
+            if (check_gsi(p) == MadError::ok) note(s, o, Msg::mad_note_gmp_payload);  // else the GSI drops it
+        } else
             note(s, o, Msg::dis_note_payload);
     }
     if (is_gsi_frame(p, e)) dissect_gmp(s, p, o);

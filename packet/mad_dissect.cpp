@@ -6,55 +6,32 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "packet/bytes.hpp"
+#include "packet/messages.hpp"
 
 namespace hcaemu::pkt {
 
 namespace {
 
-// Every note the MAD dissection prints, in one table (a language column can be added beside it).
-enum class MadNote : uint8_t {
-    gsi, mad_hdr, class_port_info, req, mra, rej, rep, rtu, dreq, drep, sidr_req, sidr_rep,
-    lap_apr, unknown_attr, not_cm, cma, reserved, count,
-};
-constexpr std::array<const char*, size_t(MadNote::count)> kMadNotes = {
-    // gsi
-    "a GMP: a UD SEND Only to QP1 (the GSI) with Q_Key 0x80010000, carrying one 256-byte MAD; the GSI answers to the sender's SrcQP",
-    // mad_hdr
-    "MAD common header: the class and method select the agent; a response (R bit) carries the request's TransactionID",
-    // class_port_info
-    "ClassPortInfo: what the CM class of this port supports (RespTimeValue: how long its agent may take) and where to redirect",
-    // req
-    "REQ: the active side asks for a connection to the Service ID: its QPN and starting PSN become the passive side's remote QPN and expected PSN (RTR)",
-    // mra
-    "MRA: the receiver needs more time than the sender's timeout before it answers the MRAed message; the sender waits Service Timeout more",
-    // rej
-    "REJ: the connection is refused (or aborted); Reason says why, and RDMA CM reports it as RDMA_CM_EVENT_REJECTED",
-    // rep
-    "REP: the passive side accepts: its QPN and starting PSN complete the active side's QP (RTR), which then moves to RTS and sends RTU",
-    // rtu
-    "RTU: the active side is ready; the passive side moves its QP to RTS (the connection is established)",
-    // dreq
-    "DREQ: one side disconnects; the receiver moves its QP to error, flushes, and answers DREP",
-    // drep
-    "DREP: the disconnect is acknowledged; both sides enter TimeWait before the QPN can be reused",
-    // sidr_req
-    "SIDR_REQ: a UD client asks which QPN and Q_Key serve this Service ID (RDMA_PS_UDP)",
-    // sidr_rep
-    "SIDR_REP: the answer to SIDR_REQ: the server's UD QPN and Q_Key, or a status saying why not",
-    // lap_apr
-    "LAP/APR (alternate path migration) are recognised but not supported by hcaemu: such a MAD is not decoded",
-    // unknown_attr
-    "an AttributeID the CM class does not define",
-    // not_cm
-    "a management class other than CM: not decoded here",
-    // cma
-    "RDMA CM header (IBTA A11.4) at the start of the private data: the IP addresses and source port behind the GIDs; the destination port is the Service ID's",
-    // reserved
-    "reserved bits must be sent as zero (and are ignored by the receiver)",
-};
-const char* note_text(MadNote n) { return kMadNotes[size_t(n)]; }
+// The note of each supported CM attribute, in kCmAttrs' order (LAP and APR, last, have mad_note_lap_apr).
+constexpr Msg kAttrNote[] = {Msg::mad_note_class_port_info, Msg::mad_note_req, Msg::mad_note_mra, Msg::mad_note_rej,
+                             Msg::mad_note_rep, Msg::mad_note_rtu, Msg::mad_note_dreq, Msg::mad_note_drep,
+                             Msg::mad_note_sidr_req, Msg::mad_note_sidr_rep};
+
+// The Status field's code and flags (IBTA 13.4.7), in `lang`: mad_status_code_name's words.
+std::string status_str(uint16_t st, Lang lang) {
+    constexpr Msg kCode[8] = {Msg::mad_status_no_invalid_fields, Msg::mad_status_bad_version,
+                              Msg::mad_status_method_unsupported, Msg::mad_status_method_attr_unsupported,
+                              Msg::mad_status_reserved, Msg::mad_status_reserved, Msg::mad_status_reserved,
+                              Msg::mad_status_invalid_value};
+    const uint16_t code = (st & mad_status::kCodeMask) >> 2;
+    std::string r = msg(kCode[code], lang, {std::to_string(code)});
+    if (st & mad_status::busy) r += text(Msg::mad_status_busy, lang);
+    if (st & mad_status::redirect) r += text(Msg::mad_status_redirect, lang);
+    return r;
+}
 
 __attribute__((format(printf, 2, 3))) void app(std::string& s, const char* fmt, ...) {
     char buf[512];
@@ -65,8 +42,8 @@ __attribute__((format(printf, 2, 3))) void app(std::string& s, const char* fmt, 
     if (n > 0) s.append(buf, size_t(n) < sizeof buf ? size_t(n) : sizeof buf - 1);
 }
 
-void note(std::string& s, const DissectOptions& o, MadNote n) {
-    if (o.notes) app(s, "            . %s\n", note_text(n));
+void note(std::string& s, const DissectOptions& o, Msg m) {
+    if (o.notes) app(s, "            . %s\n", text(m, o.lang));
 }
 
 std::string gid_str(const uint8_t* g) {
@@ -88,19 +65,19 @@ bool ends(const MadField& f, const char* suffix) {
 }
 
 // The value of one numeric field as text, with what it means where that helps.
-std::string value_str(const MadField& f, uint64_t v) {
+std::string value_str(const MadField& f, uint64_t v, Lang lang) {
     char b[160];
     if (ends(f, "psn")) {
         std::snprintf(b, sizeof b, "%" PRIu64 " (0x%06" PRIx64 ")", v, v);
     } else if (ends(f, "service_id")) {
         if (is_ip_service_id(v))
-            std::snprintf(b, sizeof b, "0x%016" PRIx64 " (IP-based: port space %s, port %u)", v,
-                          rdma_ps_name(service_id_ps(v)), service_id_port(v));
+            std::snprintf(b, sizeof b, "0x%016" PRIx64 " (%s)", v,
+                          msg(Msg::mad_sid_ip, lang, {rdma_ps_name(service_id_ps(v)), std::to_string(service_id_port(v))}).c_str());
         else
             std::snprintf(b, sizeof b, "0x%016" PRIx64, v);
     } else if (is(f, "reason")) {
         const CmRejReasonInfo* r = cm_rej_reason(uint16_t(v));
-        std::snprintf(b, sizeof b, "%" PRIu64 " (%s)", v, r ? r->text : "not defined by the spec");
+        std::snprintf(b, sizeof b, "%" PRIu64 " (%s)", v, r ? r->text : text(Msg::mad_rej_reason_undefined, lang));
     } else if (is(f, "message_mraed") || is(f, "message_rejected")) {
         std::snprintf(b, sizeof b, "%" PRIu64 " (%s)", v, cm_msg_code_name(uint8_t(v)));
     } else if (is(f, "transport_service_type")) {
@@ -125,18 +102,18 @@ std::string value_str(const MadField& f, uint64_t v) {
     return b;
 }
 
-void bytes_line(std::string& s, const char* name, const uint8_t* p, size_t n, size_t show) {
+void bytes_line(std::string& s, const char* name, const uint8_t* p, size_t n, size_t show, Lang lang) {
     size_t last = n;
     while (last > 0 && p[last - 1] == 0) --last;
     if (last == 0) {
-        app(s, "            %s: %zu bytes, all zero\n", name, n);
+        s += "            " + msg(Msg::mad_bytes_zero, lang, {name, std::to_string(n)}) + '\n';
         return;
     }
-    app(s, "            %s: %zu bytes:", name, n);
+    s += "            " + msg(Msg::mad_bytes, lang, {name, std::to_string(n)});
     const size_t k = last < show ? last : show;
     for (size_t i = 0; i < k; ++i) app(s, " %02x", p[i]);
     if (k < last) s += " ...";
-    if (last < n) app(s, " (zero from byte %zu)", last);
+    if (last < n) s += msg(Msg::mad_bytes_zero_from, lang, {std::to_string(last)});
     s += '\n';
 }
 
@@ -144,11 +121,11 @@ void bytes_line(std::string& s, const char* name, const uint8_t* p, size_t n, si
 void fields_full(std::string& s, const uint8_t* base, MadFields fields, const DissectOptions& o) {
     for (const MadField& f : fields) {
         if (f.kind == FieldKind::uint)
-            app(s, "            %s %s\n", f.name, value_str(f, field_get(base, f)).c_str());
+            app(s, "            %s %s\n", f.name, value_str(f, field_get(base, f), o.lang).c_str());
         else if (f.kind == FieldKind::gid)
             app(s, "            %s %s\n", f.name, gid_str(base + f.bit / 8).c_str());
         else
-            bytes_line(s, f.name, base + f.bit / 8, f.bits / 8, o.payload_bytes < 32 ? o.payload_bytes : 32);
+            bytes_line(s, f.name, base + f.bit / 8, f.bits / 8, o.payload_bytes < 32 ? o.payload_bytes : 32, o.lang);
     }
 }
 
@@ -183,7 +160,7 @@ void cma_full(std::string& s, const uint8_t* pd, uint64_t sid, const DissectOpti
     CmaHdr c;
     const MadError e = parse_cma_hdr({pd, kCmaHdrLen}, c);
     if (e != MadError::ok) {
-        app(s, "  CMA       ERROR %s (version %u, IP version %u)\n", name(e), pd[0], pd[1] >> 4);
+        s += msg(Msg::mad_cma_error, o.lang, {name(e), std::to_string(pd[0]), std::to_string(pd[1] >> 4)}) + '\n';
         return;
     }
     if (c.ip_version == 4)
@@ -192,40 +169,39 @@ void cma_full(std::string& s, const uint8_t* pd, uint64_t sid, const DissectOpti
     else
         app(s, "  CMA       version %u, IPv6, [%s] port %u -> [%s] port %u\n", c.version, gid_str(c.src_ip.data()).c_str(),
             c.src_port, gid_str(c.dst_ip.data()).c_str(), service_id_port(sid));
-    note(s, o, MadNote::cma);
+    note(s, o, Msg::mad_note_cma);
 }
 
 void full(std::string& s, const Packet& p, const DissectOptions& o) {
     const GmpCheck c = check_gmp(p);
     const bool whole = c.error == MadError::ok || c.error >= MadError::bad_base_version;  // 256 bytes to QP1
     if (!whole) {
-        app(s, "  GMP       ERROR %s: the GSI drops this frame\n", name(c.error));
-        note(s, o, MadNote::gsi);
+        s += msg(Msg::mad_gsi_drops, o.lang, {name(c.error)}) + '\n';
+        note(s, o, Msg::mad_note_gsi);
         return;
     }
     const uint8_t* m = p.payload().data();
     MadHdr h;
     (void)parse_mad_hdr(p.payload(), h);
     const CmAttrInfo* a = h.mgmt_class == kMgmtClassCm ? cm_attr_info(h.attr_id) : nullptr;
-    app(s, "  MAD       BaseVersion %u  MgmtClass 0x%02x%s  ClassVersion %u  R %u  Method 0x%02x (%s)  Status 0x%04x (%s%s%s)  ClassSpecific 0x%04x\n",
+    app(s, "  MAD       BaseVersion %u  MgmtClass 0x%02x%s  ClassVersion %u  R %u  Method 0x%02x (%s)  Status 0x%04x (%s)  ClassSpecific 0x%04x\n",
         h.base_version, h.mgmt_class, h.mgmt_class == kMgmtClassCm ? " (CM)" : "", h.class_version, h.response(),
-        h.method & 0x7F, mad_method_name(h.method), h.status, mad_status_code_name(h.status),
-        (h.status & mad_status::busy) ? ", busy" : "", (h.status & mad_status::redirect) ? ", redirect" : "",
-        h.class_specific);
+        h.method & 0x7F, mad_method_name(h.method), h.status, status_str(h.status, o.lang).c_str(), h.class_specific);
     app(s, "            TransactionID 0x%016" PRIx64 "  AttributeID 0x%04x (%s)  AttributeModifier 0x%08x\n", h.tid,
-        h.attr_id, a ? a->name : "unknown", h.attr_mod);
-    note(s, o, MadNote::gsi);
-    note(s, o, MadNote::mad_hdr);
-    if (c.error != MadError::ok) app(s, "  MAD       ERROR %s\n", name(c.error));
-    if (c.reserved_bytes)
-        app(s, "  MAD       reserved bits set in %zu byte(s), first at MAD byte %zu\n", c.reserved_bytes, c.first_reserved);
-    if (c.reserved_bytes) note(s, o, MadNote::reserved);
-    if (h.mgmt_class != kMgmtClassCm) return note(s, o, MadNote::not_cm);
-    if (!a) return note(s, o, MadNote::unknown_attr);
-    if (a->support == AttrSupport::unsupported) return note(s, o, MadNote::lap_apr);
+        h.attr_id, a ? a->name : text(Msg::mad_attr_unknown, o.lang), h.attr_mod);
+    note(s, o, Msg::mad_note_gsi);
+    note(s, o, Msg::mad_note_mad_hdr);
+    if (c.error != MadError::ok) s += msg(Msg::mad_error, o.lang, {name(c.error)}) + '\n';
+    if (c.reserved_bytes) {
+        s += msg(Msg::mad_reserved_set, o.lang, {std::to_string(c.reserved_bytes), std::to_string(c.first_reserved)}) + '\n';
+        note(s, o, Msg::mad_note_reserved);
+    }
+    if (h.mgmt_class != kMgmtClassCm) return note(s, o, Msg::mad_note_not_cm);
+    if (!a) return note(s, o, Msg::mad_note_unknown_attr);
+    if (a->support == AttrSupport::unsupported) return note(s, o, Msg::mad_note_lap_apr);
     app(s, "  CM %s\n", a->short_name);
     fields_full(s, m + kMadHdrLen, a->fields, o);
-    note(s, o, MadNote(size_t(MadNote::class_port_info) + size_t(a - kCmAttrs.data())));
+    if (const size_t i = size_t(a - kCmAttrs.data()); i < std::size(kAttrNote)) note(s, o, kAttrNote[i]);
     uint64_t sid = 0;
     if (const uint8_t* pd = cma_of(m, *a, sid)) cma_full(s, pd, sid, o);
 }

@@ -4,6 +4,7 @@
 // carriage in a RoCE v2 frame.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
@@ -523,6 +524,46 @@ TEST_CASE("mad: dissect names every field of each message; strict findings are p
     dissect_gmp(s, p, DissectOptions{});
     CHECK(s.find("ERROR unsupported_attribute") != std::string::npos);
     CHECK(s.find("LoadAlternatePath (LAP)") != std::string::npos);
+}
+
+TEST_CASE("mad: dissection in Chinese from the message table; Status words as mad_status_code_name") {
+    const auto want = expected();
+    Headers h;
+    h.eth.ethertype = kEthTypeIpv4;
+    h.ip4.src = 0xC6120001;
+    h.ip4.dst = 0xC6120002;
+    std::array<uint8_t, 512> f{};
+    size_t len = 0;
+    Packet p;
+    Mad req = want[1];
+    req[28] = 1;  // a reserved bit: the reserved-bits line and note too
+    REQUIRE(build_gsi_frame(h, kGsiQpn, req, f, len) == BuildError::ok);
+    REQUIRE(parse({f.data(), len}, p) == ParseError::ok);
+    std::string en, zh;
+    dissect_gmp(en, p, DissectOptions{});
+    dissect_gmp(zh, p, DissectOptions{.lang = Lang::zh});
+    INFO(zh);
+    for (Msg m : {Msg::mad_note_gsi, Msg::mad_note_mad_hdr, Msg::mad_note_req, Msg::mad_note_cma, Msg::mad_note_reserved}) {
+        CHECK(en.find(text(m, Lang::en)) != std::string::npos);
+        CHECK(zh.find(text(m, Lang::zh)) != std::string::npos);
+        CHECK(zh.find(text(m, Lang::en)) == std::string::npos);
+    }
+    CHECK(zh.find("ServiceID 0x0000000001064853 (基于 IP：端口空间 TCP，端口 18515)") != std::string::npos);
+    CHECK(zh.find("Status 0x0000 (无无效字段)") != std::string::npos);
+    CHECK(zh.find("  MAD       1 个字节中有保留位被置位，第一个在 MAD 第 28 字节\n") != std::string::npos);
+    CHECK(std::count(en.begin(), en.end(), '\n') == std::count(zh.begin(), zh.end(), '\n'));
+    // The Status words of the dissection are mad_status_code_name's, flags after them.
+    for (uint16_t code = 0; code < 8; ++code) {
+        Mad m = want[1];
+        m[4] = 0;
+        m[5] = uint8_t(code << 2 | mad_status::busy | mad_status::redirect);
+        REQUIRE(build_gsi_frame(h, kGsiQpn, m, f, len) == BuildError::ok);
+        REQUIRE(parse({f.data(), len}, p) == ParseError::ok);
+        std::string s;
+        dissect_gmp(s, p, DissectOptions{});
+        INFO(s);
+        CHECK(s.find(std::string("(") + mad_status_code_name(uint16_t(code << 2)) + ", busy, redirect)") != std::string::npos);
+    }
 }
 
 TEST_CASE("mad: DissectSummary counts GMPs and malformed ones") {

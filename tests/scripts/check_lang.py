@@ -8,6 +8,8 @@
     prose left in it (no 'the', 'of', 'and' ...);
   - a line the same in both (a frame on the wire, a header's fields) has no English prose either;
   - demo writes the same capture in both languages and on every run (fixed addresses and stamps);
+  - dissect of MADs to QP1 (mad_pcap: a frame per CM message, and its malformed set) likewise, with
+    the MAD notes in Chinese and the GSI's payload note in place of the DMA engine's;
 and a bad --lang exits 2 naming the languages."""
 import argparse
 import os
@@ -70,7 +72,10 @@ def dissect_prose(line):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
-    h = os.path.abspath(ap.parse_args().hcaemu)
+    ap.add_argument("--mad-pcap", required=True)
+    a = ap.parse_args()
+    h = os.path.abspath(a.hcaemu)
+    mad_pcap = os.path.abspath(a.mad_pcap)
     with tempfile.TemporaryDirectory() as d:
         os.chdir(d)
         # The same file names in every run: the story names its capture.
@@ -111,6 +116,8 @@ def main():
                      "远端的字在原子操作之前的值", "这两个地址就是两端端口的 RoCE v2 GID"):
             expect(f"dissect --lang zh: note {note!r}", note in zh)
 
+        check_mads(h, mad_pcap)
+
         for args in (["demo", "--lang", "fr"], ["dissect", "--lang", "fr", "samples.pcap"],
                      ["demo", "--lang"], ["dissect", "samples.pcap", "--lang"], ["demo", "--lang", "ZH"]):
             rc, out, err = run([h] + args)
@@ -125,6 +132,37 @@ def main():
         return 1
     print("OK: demo and dissect in en and zh, line for line")
     return 0
+
+
+def check_mads(h, mad_pcap):
+    """dissect en and zh of the CM MADs mad_pcap writes (and of its malformed ones), line for line."""
+    for pcap, extra in (("mads.pcap", []), ("mads-bad.pcap", ["--malformed"])):
+        rc, _, err = run([mad_pcap, pcap] + extra)
+        if not expect(f"mad_pcap {pcap}", rc == 0, err):
+            continue
+        rc, en, err = run([h, "dissect", pcap])
+        expect(f"dissect {pcap}", rc == 0, err)
+        rc, zh, err = run([h, "dissect", "--lang", "zh", pcap])
+        expect(f"dissect --lang zh {pcap}", rc == 0, err)
+        compare(f"dissect {pcap}", en, zh, dissect_prose)
+        # A MAD is not written into an MR: each frame has the GSI's payload note instead of the DMA engine's.
+        # (but for a frame the GSI drops, which has its own note).
+        frames = en.count("\nFrame ") + en.startswith("Frame ") - en.count(": the GSI drops this frame")
+        expect(f"dissect {pcap}: no DMA-engine note on a MAD", "DMA engine writes it into the MR" not in en, en[:3000])
+        expect(f"dissect {pcap}: the GSI's payload note on every frame",
+               en.count(". a MAD to QP1: a receive WQE of the GSI takes it") == frames > 0, frames)
+        expect(f"dissect --lang zh {pcap}: the GSI's payload note on every frame",
+               zh.count(". 发往 QP1 的 MAD：由 GSI 的一个接收 WQE 接收") == frames, zh[:3000])
+    rc, zh, _ = run([h, "dissect", "--lang", "zh", "mads.pcap"])
+    for note in ("GMP（通用管理包）：发往 QP1（GSI，通用服务接口）", "MAD 公共头：", "REQ：主动方请求与该服务 ID 建立连接",
+                 "REP：被动方接受连接", "RTU：主动方已就绪", "REJ：连接被拒绝", "MRA：", "DREQ：一方断开连接",
+                 "DREP：断开连接得到确认", "SIDR_REQ：UD 客户端", "SIDR_REP：对 SIDR_REQ 的应答", "ClassPortInfo：本端口",
+                 "私有数据开头的 RDMA CM 头（IBTA A11.4）", "(基于 IP：端口空间 TCP，端口 ", "(无无效字段)", "字节，全为零"):
+        expect(f"dissect --lang zh mads.pcap: {note!r}", note in zh, zh[:3000])
+    rc, zh, _ = run([h, "dissect", "--lang", "zh", "mads-bad.pcap"])
+    for note in ("保留位发送时必须为零", "LAP/APR（备用路径迁移）能被识别", "CM 管理类未定义的 AttributeID",
+                 "  GMP       错误 bad_gsi_qkey：GSI 丢弃这个帧", "  MAD       错误 unknown_attribute"):
+        expect(f"dissect --lang zh mads-bad.pcap: {note!r}", note in zh, zh[:3000])
 
 
 def run_in(cwd, args):
