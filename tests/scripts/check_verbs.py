@@ -211,7 +211,9 @@ def pingpong(tmp, prog, args, size, iters, name, exec_=False, ends=None, mode="l
 
 
 TABLE = re.compile(r"^\s*#bytes\s+#iterations.*$", re.M)
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+(?:[\d.]+|-?nan))+)\s*$")  # -nan: perftest's stdev of one sample
+# -nan: perftest's stdev of one sample; inf: its latency rows when its per-size CPU clock
+# calibration fails on a loaded machine ("Correlation coefficient r^2: ... < 0.9": MHz 0).
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+(?:[\d.]+|-?nan|inf))+)\s*$")
 
 
 def table(out):
