@@ -211,8 +211,8 @@ def pingpong(tmp, prog, args, size, iters, name, exec_=False, ends=None, mode="l
 
 
 TABLE = re.compile(r"^\s*#bytes\s+#iterations.*$", re.M)
-# -nan: perftest's stdev of one sample; inf: its latency rows when its per-size CPU clock
-# calibration fails on a loaded machine ("Correlation coefficient r^2: ... < 0.9": MHz 0).
+# -nan: perftest's stdev of one sample; inf: seen in one latency row on a loaded machine, beside
+# perftest's warning on its CPU clock calibration ("Correlation coefficient r^2: ... < 0.9").
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+(?:[\d.]+|-?nan|inf))+)\s*$")
 
 
