@@ -120,6 +120,14 @@ def check_drop(h, tmp):
     expect("drop: dissect --json: valid JSON, an 'injected' member on that frame only",
            rc == 0 and mine and marked == [mine[0]["n"]], out[-2000:])
     expect("drop: the server's capture has no notes (it injected nothing)", not os.path.exists(ps + ".notes"))
+    # hcaemu ladder draws that frame, and only it, as an arrow that ends in a cross.
+    svg = os.path.join(tmp, "drop.svg")
+    rc, out, err = run([h, "ladder", pc, "-o", svg])
+    import xml.etree.ElementTree as ET
+    g = [e for e in ET.parse(svg).iter("{http://www.w3.org/2000/svg}g") if "lost" in e.get("class", "").split()] \
+        if rc == 0 else []
+    expect("drop: hcaemu ladder of the client's capture: one arrow ends in a cross, the dropped frame's",
+           mine and [int(e.get("data-frame")) for e in g] == [mine[0]["n"]], f"{rc} {out} {err} {[e.attrib for e in g]}")
 
 
 def check_ecn_dup(h, tmp):

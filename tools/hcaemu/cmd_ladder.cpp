@@ -1,7 +1,9 @@
 // hcaemu ladder: a capture as a sequence diagram (SVG or HTML), drawn by tools/ladder.
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "dpdk_port/pcap_file.hpp"
 #include "tools/hcaemu/cli.hpp"
 #include "tools/ladder/ladder.hpp"
 
@@ -34,7 +36,8 @@ constexpr const char* kHelp =
     "  -h, --help       this text\n"
     "\n"
     "`hcaemu sim --pcap F --ladder OUT` and `hcaemu demo --ladder OUT` draw their own capture, with\n"
-    "the frames the wire dropped as arrows that end in a cross.\n"
+    "the frames the wire dropped as arrows that end in a cross; so does this command for the frames\n"
+    "an injection rule dropped or replaced (noted in FILE.pcap.notes beside it, docs/inject.md).\n"
     "exit status: 0 written, 1 nothing to draw (no RoCE v2 frame, or none left after the filters,\n"
     "or too many arrows), 2 bad arguments or an unreadable, non-pcap or truncated file.\n";
 
@@ -102,7 +105,13 @@ int cmd_ladder(int argc, char** argv) {
 
     std::string err;
     ladder::Ladder model;
-    const ladder::WriteResult r = ladder::write_ladder(file, {}, out, opt, err, &model);
+    // Frames an injection rule dropped or replaced by a forged one: their notes end "not sent" (tx)
+    // or "not delivered" (rx).
+    std::vector<ladder::Drop> drops;
+    for (const auto& [frame, text] : port::read_notes(file))
+        if (text.find(": not sent") != std::string::npos || text.find(": not delivered") != std::string::npos)
+            drops.push_back({frame, ladder::DropReason::injected});
+    const ladder::WriteResult r = ladder::write_ladder(file, drops, out, opt, err, &model);
     if (r != ladder::WriteResult::ok) {
         std::fprintf(stderr, "hcaemu ladder: %s\n", err.c_str());
         return r == ladder::WriteResult::nothing_to_draw ? kExitFail : kExitUsage;

@@ -27,6 +27,7 @@ const char* name(DropReason r) {
     case DropReason::lost: return "lost on the wire";
     case DropReason::too_big: return "dropped: larger than the wire's MTU";
     case DropReason::rx_full: return "dropped: the receiver's ring was full";
+    case DropReason::injected: return "dropped by an injection rule";
     }
     return "dropped";
 }

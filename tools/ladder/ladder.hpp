@@ -13,8 +13,9 @@
 
 namespace hcaemu::ladder {
 
-// Why a frame in the capture never reached its receiver (known to `hcaemu sim`'s wire, not to a pcap).
-enum class DropReason : uint8_t { lost, too_big, rx_full };
+// Why a frame in the capture never reached its receiver (known to `hcaemu sim`'s wire, not to a
+// pcap; or to an injection rule, from the capture's notes: FILE.pcap.notes).
+enum class DropReason : uint8_t { lost, too_big, rx_full, injected };
 const char* name(DropReason r);
 
 struct Drop {
