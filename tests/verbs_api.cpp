@@ -420,6 +420,7 @@ void check_async(ibv_context* ctx, ibv_pd* pd) {
 
 // ibv_import_device/pd/mr: the imports share the original objects; whichever wrapper is destroyed
 // first destroys the object, the others then get EINVAL (not freed memory: ASan) until unimported.
+// (An original whose import destroyed the object cannot be freed, as with the kernel: not tested.)
 void check_import(ibv_context* ctx) {
     ibv_pd* pd = ibv_alloc_pd(ctx);
     static char buf[4096];
@@ -439,13 +440,12 @@ void check_import(ibv_context* ctx) {
     errno = 0;
     check(ibv_dereg_mr(imr) == EINVAL, "ibv_dereg_mr of its import afterwards: EINVAL");
     ibv_unimport_mr(imr);
-    // The imported PD destroyed first: the original's dealloc then fails; both wrappers unimported
-    // or kept are never used after free.
-    check(ibv_dealloc_pd(ipd) == 0, "ibv_dealloc_pd of the import destroys the shared PD");
+    // The original PD destroyed: its import then gets EINVAL, and unimport frees it.
+    check(ibv_dealloc_pd(pd) == 0, "ibv_dealloc_pd of the original");
     errno = 0;
-    check(!ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL,
-          "ibv_reg_mr on the original PD afterwards: NULL, EINVAL");
-    check(ibv_dealloc_pd(pd) == EINVAL, "ibv_dealloc_pd of the original afterwards: EINVAL");
+    check(!ibv_reg_mr(ipd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL,
+          "ibv_reg_mr on its import afterwards: NULL, EINVAL");
+    ibv_unimport_pd(ipd);
     check(ibv_close_device(ictx) == 0, "ibv_close_device of the imported context");
 }
 
