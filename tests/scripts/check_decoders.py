@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proclib  # noqa: E402
+
 # tshark 4.0 field -> how to read hcaemu's `dissect --json` object. AtomicETH VA and R_Key are
 # shown by tshark under the RETH field names.
 BTH_FIELDS = [
@@ -73,17 +76,9 @@ def run(cmd):
 
 
 def hcaemu_frames(hcaemu, path):
-    rc, out, err = run([hcaemu, "dissect", "--json", path])
+    rc, err, frames, summary = proclib.dissect_json(hcaemu, path)
     if rc != 0:
         problem(f"{path}: hcaemu dissect exited {rc}: {err.strip()}")
-        return {}, {}
-    frames, summary = {}, {}
-    for line in out.splitlines():
-        o = json.loads(line)
-        if "summary" in o:
-            summary = o["summary"]
-        else:
-            frames[o["frame"]] = o
     return frames, summary
 
 

@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proclib  # noqa: E402
+
 HDR = [
     ("infiniband.mad.baseversion", "base_version"),
     ("infiniband.mad.mgmtclass", "mgmt_class"),
@@ -121,16 +124,9 @@ def tshark_rows(path):
 
 
 def ours(hcaemu, path):
-    rc, out, err = run([hcaemu, "dissect", "--json", path])
+    rc, err, frames, summary = proclib.dissect_json(hcaemu, path)
     if rc != 0:
         problem(f"hcaemu dissect --json exited {rc}: {err.strip()}")
-    frames, summary = {}, {}
-    for line in out.splitlines():
-        o = json.loads(line)
-        if "summary" in o:
-            summary = o["summary"]
-        else:
-            frames[o["frame"]] = o
     return frames, summary
 
 

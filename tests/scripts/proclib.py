@@ -24,6 +24,21 @@ def asan_env(lib):
             "ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))}
 
 
+def dissect_json(hcaemu, path):
+    """`hcaemu dissect --json FILE`: (exit status, stderr, {frame number: object}, summary object)."""
+    import json
+    rc, out, err = run([hcaemu, "dissect", "--json", path], timeout=120)
+    frames, summary = {}, {}
+    if rc == 0:
+        for line in out.splitlines():
+            o = json.loads(line)
+            if "summary" in o:
+                summary = o["summary"]
+            else:
+                frames[o["frame"]] = o
+    return rc, err, frames, summary
+
+
 def expect(name, cond, detail="", quiet_ok=False):
     """Records one check; the cases may run in threads."""
     with _lock:
