@@ -16,7 +16,6 @@ Exit 0 when everything agrees, 1 on any disagreement, 2 on usage.
 """
 import argparse
 import ipaddress
-import json
 import os
 import subprocess
 import sys
