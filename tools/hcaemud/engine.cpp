@@ -932,6 +932,11 @@ Msg Ops::resize_cq(Engine& en, const Req& in) {
     CqE* old = find(in.c.cqs, rr.handle);
     if (!old) return in.bad();
     if (rr.cqe < 1 || uint32_t(rr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
+    // A command reaches the device after the doorbells rung before it: the WQEs posted so far
+    // run first (bounded), so that their completions count below.
+    size_t work = 0;
+    en.turn_rings(work);
+    for (int i = 0; i < 256 && en.att_.hca().has_work(); ++i) (void)en.att_.poll();
     // As ibv_resize_cq: never below the CQEs still to poll, in the client's ring and ours.
     const uint64_t cons = std::min(old->r.h->cons.load(std::memory_order_acquire), old->r.taken);
     const uint64_t queued = std::min<uint64_t>(old->r.taken - cons, old->r.cap) + old->obj->ring.count();
