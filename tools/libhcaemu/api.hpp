@@ -32,6 +32,8 @@ struct AttachOptions;
 
 namespace hcaemu::api {
 
+class Cm;  // cm.hpp: rdma_cm over the IB CM on QP1
+
 class Pd {
 public:
     virtual ~Pd() = default;  // deallocates (errors ignored); destroy() reports them
@@ -180,6 +182,9 @@ public:
 
     virtual Status read_stats(Stats& out) = 0;
     virtual Status res_list(ResKind kind, std::vector<ResEntry>& out) = 0;
+
+    // The connection manager (cm.hpp); nullptr when the device has none.
+    virtual Cm* cm() { return nullptr; }
 
     // Event injection rules on the device's port (docs/inject.md); not_supported by default.
     struct InjectEntry {
