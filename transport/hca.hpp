@@ -73,7 +73,7 @@ public:
     size_t poll();
     // The earliest timer deadline, UINT64_MAX if none: virtual time may jump there when idle.
     uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
-    bool has_work() const { return !run_.empty() || !acks_.empty(); }
+    bool has_work() const { return !run_.empty() || !acks_.empty() || ntx_ != 0; }
 
     // A static neighbour entry: the MAC for an IP address, consulted before the port's ARP/ND.
     void set_neighbor(const Gid& ip, const pkt::Mac& mac);
@@ -220,6 +220,10 @@ private:
 
 template <class Fill>
 Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
+    if (ntx_ == txq_.size()) {  // the port refused the last burst: try it again first
+        tx_flush();
+        if (ntx_ == txq_.size()) return Tx::no_buffer;
+    }
     port::Frame f;
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
