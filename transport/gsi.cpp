@@ -112,6 +112,7 @@ bool Hca::send_mad(const GsiDest& d, std::span<const uint8_t, pkt::kMadLen> mad)
         return false;
     }
     dev_.counters().add(Counter::gsi_sent_mads);
+    tx_flush();  // a MAD leaves now, not at the next engine turn (the agent sends between turns)
     return true;
 }
 

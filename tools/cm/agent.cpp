@@ -873,6 +873,8 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
     c.remote_ca_guid = r.local_ca_guid;
     c.remote_qpn = r.local_qpn;
     c.rq_psn = r.starting_psn;
+    c.responder_resources = r.initiator_depth;  // cm.c: until the REP says otherwise
+    c.initiator_depth = r.responder_resources;
     c.tid = h.tid;
     c.path_mtu = Mtu(std::clamp<uint8_t>(r.path_mtu, 1, 5));
     c.retry_count = r.retry_count;
@@ -963,7 +965,7 @@ void Agent::rx_rep(const pkt::MadHdr& h, const pkt::CmRep& r) {
         hca_.device().counters().add(Counter::cm_rx_unmatched);
         return;
     }
-    if (c->state == CmState::established || c->state == CmState::rep_rcvd) {
+    if (!c->listen_id && (c->state == CmState::established || c->state == CmState::rep_rcvd)) {
         // Duplicate REP (IBTA 12.9.6, cm.c's cm_dup_rep_handler): the RTU again once sent.
         hca_.device().counters().add(Counter::cm_duplicates);
         if (c->state == CmState::established && c->remote_comm_id == r.local_comm_id) {
