@@ -312,6 +312,7 @@ int Agent::resolve_addr(uint32_t id, const sockaddr* src, const sockaddr* dst, i
         c->state = CmState::addr_resolved;
         push(*c, api::CmEventType::addr_resolved, 0);
     }
+    arm(hca_.now());  // poll() asks the neighbour table again
     return 0;
 }
 
@@ -446,6 +447,7 @@ void Agent::send(Id& c, const pkt::CmMad& m, bool retry, uint64_t timeout_ns, ui
         c.timeout_ns = timeout_ns;
         c.retries_left = retries;
         c.deadline = hca_.now() + timeout_ns;
+        arm(c.deadline);
     }
 }
 
@@ -941,6 +943,7 @@ void Agent::rx_mra(const pkt::CmMra& r) {
     // IBTA 12.6.6: the sender waits Service Timeout + the packet lifetime more, resending no more.
     c->retries_left = 0;
     c->deadline = hca_.now() + pkt::cm_timeout_ns(r.service_timeout) + plt_ns();
+    arm(c->deadline);
     if (for_req) c->state = CmState::mra_req_rcvd;
 }
 
@@ -1154,6 +1157,7 @@ void Agent::enter_timewait(Id& c) {
     c.state = CmState::timewait;
     c.retries_left = 0;
     c.deadline = hca_.now() + 2 * plt_ns() + pkt::cm_timeout_ns(hca_.device().query_device().local_ca_ack_delay);
+    arm(c.deadline);
 }
 
 void Agent::timeout(Id& c) {
@@ -1163,6 +1167,7 @@ void Agent::timeout(Id& c) {
         cn.add(Counter::cm_retries);
         if (hca_.send_mad(c.dest, c.last)) count(uint16_t(c.last[16] << 8 | c.last[17]), true);
         c.deadline = hca_.now() + c.timeout_ns;
+        arm(c.deadline);
         return;
     }
     c.deadline = UINT64_MAX;
@@ -1191,6 +1196,8 @@ void Agent::timeout(Id& c) {
 
 void Agent::poll() {
     const uint64_t now = hca_.now();
+    if (now < next_check_) return;
+    next_check_ = UINT64_MAX;
     for (auto& [k, c] : ids_) {
         if (c->state == CmState::addr_query) {
             if (hca_.resolve(c->dst, c->dmac)) {
@@ -1203,6 +1210,10 @@ void Agent::poll() {
         }
         if (c->deadline <= now) timeout(*c);
     }
+    // The next look: the earliest deadline, and soon again while an ARP/ND answer is awaited.
+    next_check_ = next_deadline_ns();
+    for (auto& [k, c] : ids_)
+        if (c->state == CmState::addr_query) next_check_ = std::min(next_check_, now + 100'000);
 }
 
 uint64_t Agent::next_deadline_ns() const {

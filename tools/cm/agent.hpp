@@ -7,6 +7,7 @@
 //
 // States are IBTA's (12.9, figures 91-93), one per id; docs/cm.md draws them.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -126,6 +127,7 @@ private:
     void enter_timewait(Id& c);
     void push(Id& c, api::CmEventType t, int32_t status, const api::CmConnParam* p = nullptr, uint32_t listen_id = 0);
     void stop_timer(Id& c);
+    void arm(uint64_t t) { next_check_ = std::min(next_check_, t); }
     uint64_t plt_ns() const { return pkt::cm_timeout_ns(cfg_.packet_life_time); }
     uint32_t random24() { return uint32_t(rng_()) & 0xFFFFFF; }
 
@@ -139,6 +141,7 @@ private:
     uint32_t comm_xor_ = 0;
     uint16_t next_port_ = 0;
     uint64_t ca_guid_ = 0;
+    uint64_t next_check_ = UINT64_MAX;  // poll() does nothing before this (the engine turns often)
     int efd_ = -1;
 };
 
