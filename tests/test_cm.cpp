@@ -6,10 +6,12 @@
 
 #include <arpa/inet.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <vector>
 
+#include "dpdk_port/pcap_file.hpp"
 #include "packet/mad_dissect.hpp"
 #include "tools/cm/agent.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
@@ -59,6 +61,14 @@ struct Bench {
         wire.set_tap([this](int dir, const uint8_t* f, uint32_t len, uint64_t t_ns, port::Event ev) {
             if (ev == port::Event::sent) sent.push_back({dir, t_ns, std::vector<uint8_t>(f, f + len)});
         });
+    }
+    // HCAEMU_CM_PCAP=FILE: every frame of the test case, for the tshark cross-check
+    // (check_mad_decoders.py --cm-test runs one case so).
+    ~Bench() {
+        const char* path = std::getenv("HCAEMU_CM_PCAP");
+        if (!path) return;
+        port::PcapWriter w(path);
+        for (const auto& f : sent) w.write(f.bytes, f.t);
     }
     api::Cm& cm(int i) { return *agent[i]; }
 
@@ -394,7 +404,7 @@ void send_one(Bench& b) {
 
 }  // namespace
 
-TEST_CASE("cm: connect, accept, establish; data flows; the client disconnects", "[cm]") {
+TEST_CASE("cm: connect, accept, establish; data flows; the client disconnects", "[cm][exchange]") {
     Bench b;
     const Conn c = establish(b);
     send_one(b);
