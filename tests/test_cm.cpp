@@ -972,3 +972,38 @@ TEST_CASE("cm: over IPv6 GIDs: the REQ's CMA header and GIDs are IPv6, the QPs c
     }
     b.all_strict();
 }
+
+TEST_CASE("cm: RTU lost: the REP again after the REQ's Local CM Response Timeout, the RTU again to it", "[cm]") {
+    Bench b;
+    auto [cid, lid] = prepare(b);
+    b.sent.clear();
+    // Direction 0 (neighbours are static: nothing before): the REQ (0), the RTU (1, dropped), the RTU again (2).
+    b.wire.set_filter(0, [](const uint8_t*, uint32_t, uint64_t seq) {
+        return seq == 1 ? port::Action::drop : port::Action::pass;
+    });
+    REQUIRE(b.cm(0).connect(cid, conn(b.side[0].qp.qpn(), "hello")) == 0);
+    auto ev = b.event(1);
+    REQUIRE(ev);
+    const uint32_t sid = ev->id;
+    REQUIRE(b.cm(1).accept(sid, conn(b.side[1].qp.qpn(), "")) == 0);
+    REQUIRE(b.event(0)->type == CmEventType::connect_response);
+    REQUIRE(b.cm(0).establish(cid) == 0);
+    ev = b.event(1);
+    REQUIRE(ev);
+    CHECK(ev->type == CmEventType::established);
+    std::vector<uint64_t> rep_at, rtu_at;
+    for (const auto& f : b.sent) {
+        pkt::Packet p;
+        if (pkt::parse(f.bytes, p) != pkt::ParseError::ok || p.payload_len != 256) continue;
+        const uint16_t attr = uint16_t(p.payload()[16] << 8 | p.payload()[17]);
+        if (attr == pkt::cm_attr::rep) rep_at.push_back(f.t);
+        if (attr == pkt::cm_attr::rtu) rtu_at.push_back(f.t);
+    }
+    REQUIRE(rep_at.size() == 2);
+    CHECK(rep_at[1] - rep_at[0] == pkt::cm_timeout_ns(20));  // the REQ's Local CM Response Timeout
+    CHECK(rtu_at.size() == 2);
+    CHECK(b.counter(1, Counter::cm_retries) == 1);
+    CHECK(b.counter(0, Counter::cm_duplicates) == 1);
+    CHECK(b.counter(1, Counter::cm_rtu_rcvd) == 1);
+    (void)lid;
+}
