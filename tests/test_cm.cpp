@@ -6,10 +6,12 @@
 
 #include <arpa/inet.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <vector>
 
+#include "dpdk_port/pcap_file.hpp"
 #include "packet/mad_dissect.hpp"
 #include "tools/cm/agent.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
@@ -48,8 +50,11 @@ struct Bench {
     std::unique_ptr<cm::Agent> agent[2];
     std::vector<Frame> sent;  // every frame put on the wire, in order
 
-    explicit Bench(QpType t = QpType::rc) : wire(port::WireConfig{}, clock) {
+    explicit Bench(QpType t = QpType::rc, bool v6 = false) : wire(port::WireConfig{}, clock) {
         cfg.type = t;
+        if (v6)
+            for (int i = 0; i < 2; ++i)
+                cfg.ipv6[i] = Gid{0xfd, 0, 0, 0, 0, 0, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, uint8_t(1 + i)};
         for (int i = 0; i < 2; ++i) {
             tools::SimPair::build_side(side[i], wire.end(i), clock, cfg, i, port::WireConfig{}.mac[1 - i]);
             cm::AgentConfig ac;
@@ -59,6 +64,14 @@ struct Bench {
         wire.set_tap([this](int dir, const uint8_t* f, uint32_t len, uint64_t t_ns, port::Event ev) {
             if (ev == port::Event::sent) sent.push_back({dir, t_ns, std::vector<uint8_t>(f, f + len)});
         });
+    }
+    // HCAEMU_CM_PCAP=FILE: every frame of the test case, for the tshark cross-check
+    // (check_mad_decoders.py --cm-test runs one case so).
+    ~Bench() {
+        const char* path = std::getenv("HCAEMU_CM_PCAP");
+        if (!path) return;
+        port::PcapWriter w(path);
+        for (const auto& f : sent) w.write(f.bytes, f.t);
     }
     api::Cm& cm(int i) { return *agent[i]; }
 
@@ -394,7 +407,7 @@ void send_one(Bench& b) {
 
 }  // namespace
 
-TEST_CASE("cm: connect, accept, establish; data flows; the client disconnects", "[cm]") {
+TEST_CASE("cm: connect, accept, establish; data flows; the client disconnects", "[cm][exchange]") {
     Bench b;
     const Conn c = establish(b);
     send_one(b);
@@ -904,4 +917,93 @@ TEST_CASE("cm: hostile MADs are answered or dropped, each counted", "[cm]") {
         CHECK(b.agent[1]->state(c.sid) == CmState::established);
         CHECK(b.sent.size() == 3);  // nothing answered
     }
+}
+
+TEST_CASE("cm: over IPv6 GIDs: the REQ's CMA header and GIDs are IPv6, the QPs connect", "[cm]") {
+    Bench b(QpType::rc, true);
+    uint32_t lid = 0, cid = 0;
+    REQUIRE(b.cm(1).create_id(pkt::RdmaPs::tcp, QpType::rc, 0, lid) == 0);
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    any.sin6_port = htons(kPort);
+    REQUIRE(b.cm(1).bind(lid, reinterpret_cast<const sockaddr*>(&any)) == 0);
+    REQUIRE(b.cm(1).listen(lid, 1) == 0);
+    REQUIRE(b.cm(0).create_id(pkt::RdmaPs::tcp, QpType::rc, 0, cid) == 0);
+    sockaddr_in6 dst = any;
+    std::memcpy(&dst.sin6_addr, b.cfg.ipv6[1].data(), 16);
+    REQUIRE(b.cm(0).resolve_addr(cid, nullptr, reinterpret_cast<const sockaddr*>(&dst), 2000) == 0);
+    REQUIRE(b.event(0)->type == CmEventType::addr_resolved);
+    REQUIRE(b.cm(0).resolve_route(cid, 2000) == 0);
+    REQUIRE(b.event(0)->type == CmEventType::route_resolved);
+    REQUIRE(modify(b.side[0].qp, b.cm(0), cid, QpState::init));
+    REQUIRE(b.cm(0).connect(cid, conn(b.side[0].qp.qpn(), "six")) == 0);
+    auto ev = b.event(1);
+    REQUIRE(ev);
+    REQUIRE(ev->type == CmEventType::connect_request);
+    const uint32_t sid = ev->id;
+    api::CmIdInfo info;
+    REQUIRE(b.cm(1).query(sid, info) == 0);
+    CHECK(info.dst.ss_family == AF_INET6);
+    CHECK(info.dgid == b.cfg.ipv6[0]);
+    CHECK(info.sgid_index == 2);
+    const auto reqs = b.mads(0, pkt::cm_attr::req);
+    REQUIRE(reqs.size() == 1);
+    const auto& r = std::get<pkt::CmReq>(reqs[0].msg);
+    CHECK(r.primary.local_gid == b.cfg.ipv6[0]);
+    CHECK(r.primary.remote_gid == b.cfg.ipv6[1]);
+    pkt::CmaHdr ch;
+    REQUIRE(pkt::parse_cma_hdr(r.private_data, ch) == pkt::MadError::ok);
+    CHECK(ch.ip_version == 6);
+    CHECK(ch.src_ip == b.cfg.ipv6[0]);
+    CHECK(ch.dst_ip == b.cfg.ipv6[1]);
+    REQUIRE(modify(b.side[1].qp, b.cm(1), sid, QpState::init));
+    REQUIRE(modify(b.side[1].qp, b.cm(1), sid, QpState::rtr));
+    REQUIRE(b.cm(1).accept(sid, conn(b.side[1].qp.qpn(), "")) == 0);
+    REQUIRE(b.event(0)->type == CmEventType::connect_response);
+    for (QpState st : {QpState::init, QpState::rtr, QpState::rts}) REQUIRE(modify(b.side[0].qp, b.cm(0), cid, st));
+    REQUIRE(b.cm(0).establish(cid) == 0);
+    REQUIRE(b.event(1)->type == CmEventType::established);
+    REQUIRE(modify(b.side[1].qp, b.cm(1), sid, QpState::rts));
+    send_one(b);
+    for (const auto& f : b.sent) {  // every frame, MADs too, over IPv6
+        pkt::Packet p;
+        REQUIRE(pkt::parse(f.bytes, p) == pkt::ParseError::ok);
+        CHECK(p.h.ipv6);
+    }
+    b.all_strict();
+}
+
+TEST_CASE("cm: RTU lost: the REP again after the REQ's Local CM Response Timeout, the RTU again to it", "[cm]") {
+    Bench b;
+    auto [cid, lid] = prepare(b);
+    b.sent.clear();
+    // Direction 0 (neighbours are static: nothing before): the REQ (0), the RTU (1, dropped), the RTU again (2).
+    b.wire.set_filter(0, [](const uint8_t*, uint32_t, uint64_t seq) {
+        return seq == 1 ? port::Action::drop : port::Action::pass;
+    });
+    REQUIRE(b.cm(0).connect(cid, conn(b.side[0].qp.qpn(), "hello")) == 0);
+    auto ev = b.event(1);
+    REQUIRE(ev);
+    const uint32_t sid = ev->id;
+    REQUIRE(b.cm(1).accept(sid, conn(b.side[1].qp.qpn(), "")) == 0);
+    REQUIRE(b.event(0)->type == CmEventType::connect_response);
+    REQUIRE(b.cm(0).establish(cid) == 0);
+    ev = b.event(1);
+    REQUIRE(ev);
+    CHECK(ev->type == CmEventType::established);
+    std::vector<uint64_t> rep_at, rtu_at;
+    for (const auto& f : b.sent) {
+        pkt::Packet p;
+        if (pkt::parse(f.bytes, p) != pkt::ParseError::ok || p.payload_len != 256) continue;
+        const uint16_t attr = uint16_t(p.payload()[16] << 8 | p.payload()[17]);
+        if (attr == pkt::cm_attr::rep) rep_at.push_back(f.t);
+        if (attr == pkt::cm_attr::rtu) rtu_at.push_back(f.t);
+    }
+    REQUIRE(rep_at.size() == 2);
+    CHECK(rep_at[1] - rep_at[0] == pkt::cm_timeout_ns(20));  // the REQ's Local CM Response Timeout
+    CHECK(rtu_at.size() == 2);
+    CHECK(b.counter(1, Counter::cm_retries) == 1);
+    CHECK(b.counter(0, Counter::cm_duplicates) == 1);
+    CHECK(b.counter(1, Counter::cm_rtu_rcvd) == 1);
+    (void)lid;
 }

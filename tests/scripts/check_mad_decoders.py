@@ -232,11 +232,37 @@ def real_captures(hcaemu, folder):
     return checked
 
 
+def cm_exchange(a, tmp):
+    """The MADs the CM agent sent in test_cm's connect/accept/establish/disconnect case (REQ, REP, RTU,
+    DREQ, DREP, with the data frames between): dissect --strict accepts the capture, tshark decodes
+    every MAD as hcaemu does."""
+    path = os.path.join(tmp, "cm.pcap")
+    env = dict(os.environ, HCAEMU_CM_PCAP=path)
+    r = subprocess.run([a.cm_test, "[exchange]"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 or not os.path.exists(path):
+        problem(f"test_cm did not write its exchange: rc {r.returncode} {r.stdout[-500:]}")
+        return 0
+    rc, _, _ = run([a.hcaemu, "dissect", "--strict", path])
+    if rc != 0:
+        problem(f"hcaemu dissect --strict on test_cm's exchange exited {rc}")
+    theirs = tshark_rows(path)
+    mine, summary = ours(a.hcaemu, path)
+    gmps = [n for n in sorted(mine) if "mad" in mine[n]]
+    attrs = [mine[n]["mad"].get("attr") for n in gmps]
+    if attrs != ["REQ", "REP", "RTU", "DREQ", "DREP"]:
+        problem(f"test_cm's exchange: attributes {attrs}")
+    if summary.get("gmp") != 5 or summary.get("gmp_bad") != 0:
+        problem(f"test_cm's exchange: summary {summary}")
+    return sum(compare(n, theirs[n], mine[n]) for n in gmps if n in theirs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--mad-pcap", required=True)
     ap.add_argument("--real", help="a folder of captures of Linux's CM")
+    ap.add_argument("--cm-test", help="tests/test_cm: its connect/disconnect exchange, as a pcap, cross-checked too")
     a = ap.parse_args()
     total = real_captures(a.hcaemu, a.real) if a.real else 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,9 +305,11 @@ def main():
             problem("malformed GMPs: the reserved bits of frames 1 and 2 are not reported")
         if bad_sum.get("gmp") != 8 or bad_sum.get("gmp_bad") != 8:
             problem(f"malformed GMPs: summary {bad_sum}")
+        if a.cm_test:
+            total += cm_exchange(a, tmp)
     for p in problems[:40]:
         print("MISMATCH", p)
-    print(f"{total} MAD fields cross-checked with tshark over 11 GMPs; {len(problems)} problems")
+    print(f"{total} MAD fields cross-checked with tshark over 11 GMPs and test_cm's exchange; {len(problems)} problems")
     return 1 if problems or total == 0 else 0
 
 

@@ -510,17 +510,36 @@ void Agent::send_drep(Id& c, uint64_t tid) {
 
 // ---- consumer calls that send --------------------------------------------------------------------
 
+// The private data of a REQ or SIDR_REQ: the CMA header (Annex A11.4), then the consumer's.
+std::array<uint8_t, 216> Agent::cma_private(const Id& c, const api::CmConnParam& p) const {
+    std::array<uint8_t, 216> pd{};
+    const pkt::CmaHdr ch = pkt::is_ipv4_mapped(c.src)
+                               ? pkt::cma_hdr_ipv4(pkt::ipv4_of_mapped(c.src), c.sport, pkt::ipv4_of_mapped(c.dst))
+                               : pkt::cma_hdr_ipv6(c.src, c.sport, c.dst);
+    pkt::build_cma_hdr(ch, std::span<uint8_t, pkt::kCmaHdrLen>(pd.data(), pkt::kCmaHdrLen));
+    std::memcpy(pd.data() + pkt::kCmaHdrLen, p.private_data, std::min<size_t>(p.private_data_len, 216 - pkt::kCmaHdrLen));
+    return pd;
+}
+
+// UD: a SIDR_REQ, retried as a REQ is (cm.c takes the timeout and retries from the consumer).
+int Agent::connect_sidr(Id& c, const std::array<uint8_t, 216>& pd, uint64_t timeout) {
+    pkt::CmSidrReq r;
+    r.request_id = c.local_comm_id;
+    r.pkey = pkt::kDefaultPkey;
+    r.service_id = pkt::ip_service_id(c.ps, c.dport);
+    std::memcpy(r.private_data.data(), pd.data(), r.private_data.size());
+    c.sq_psn = random24();
+    send(c, pkt::CmMad{cm_hdr(c.tid), r}, true, timeout, cfg_.max_cm_retries);
+    c.state = CmState::sidr_req_sent;
+    return 0;
+}
+
 int Agent::connect(uint32_t id, const api::CmConnParam& p) {
     Id* c = find(id);
     if (!c || c->state != CmState::route_resolved) return EINVAL;
     const size_t max_pd = (c->qp_type == QpType::ud ? 216 : 92) - pkt::kCmaHdrLen;
     if (p.private_data_len > max_pd) return EINVAL;
-    std::array<uint8_t, 216> pd{};
-    const pkt::CmaHdr ch = pkt::is_ipv4_mapped(c->src)
-                               ? pkt::cma_hdr_ipv4(pkt::ipv4_of_mapped(c->src), c->sport, pkt::ipv4_of_mapped(c->dst))
-                               : pkt::cma_hdr_ipv6(c->src, c->sport, c->dst);
-    pkt::build_cma_hdr(ch, std::span<uint8_t, pkt::kCmaHdrLen>(pd.data(), pkt::kCmaHdrLen));
-    std::memcpy(pd.data() + pkt::kCmaHdrLen, p.private_data, p.private_data_len);
+    const auto pd = cma_private(*c, p);
     c->local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;  // never 0: a REJ to a REQ carries 0
     c->tid = uint64_t(1) << 32 | c->local_comm_id;      // cm.c's cm_form_tid
     c->local_qpn = p.qp_num & 0xFFFFFF;
@@ -530,17 +549,7 @@ int Agent::connect(uint32_t id, const api::CmConnParam& p) {
     c->remote_resp_timeout = cfg_.cm_response_timeout;
     c->max_cm_retries = cfg_.max_cm_retries;
     const uint64_t to = 2 * plt_ns() + pkt::cm_timeout_ns(cfg_.cm_response_timeout);  // cm.c: REQ's timeout_ms
-    if (c->qp_type == QpType::ud) {
-        pkt::CmSidrReq r;
-        r.request_id = c->local_comm_id;
-        r.pkey = pkt::kDefaultPkey;
-        r.service_id = pkt::ip_service_id(c->ps, c->dport);
-        std::memcpy(r.private_data.data(), pd.data(), r.private_data.size());
-        c->sq_psn = random24();
-        send(*c, pkt::CmMad{cm_hdr(c->tid), r}, true, to, cfg_.max_cm_retries);
-        c->state = CmState::sidr_req_sent;
-        return 0;
-    }
+    if (c->qp_type == QpType::ud) return connect_sidr(*c, pd, to);
     if (p.responder_resources > hca_.device().query_device().max_qp_rd_atom ||
         p.initiator_depth > hca_.device().query_device().max_qp_init_rd_atom)
         return EINVAL;
@@ -810,6 +819,28 @@ void Agent::receive(const Recv& m) {
         mad.msg);
 }
 
+// A new id for a REQ or SIDR_REQ a listener took: our address is the one the MAD came to, the
+// peer's the sender's (its port from the CMA header); answers go back to its MAC and P_Key.
+Agent::Id& Agent::passive_id(const Id& l, const Recv& m, const pkt::CmaHdr& ch, CmState st) {
+    Id& c = new_id(l.ps, l.qp_type, l.context);
+    c.listen_id = l.id;
+    c.state = st;
+    c.bound = true;
+    c.v6 = ch.ip_version == 6;
+    c.src = m.dgid;
+    c.sport = l.sport;
+    c.dst = m.sgid;
+    c.dport = ch.src_port;
+    c.dmac = c.dest_mac = m.smac;
+    c.dest_mac_known = true;
+    c.dest.pkey = m.pkey;
+    c.route = true;
+    GidEntry e;
+    for (int i = 0; hca_.device().query_gid(1, i, e) == Status::ok; ++i)
+        if (e.gid == c.src) c.sgid_index = uint8_t(i);
+    return c;
+}
+
 // REQ (IBTA 12.6.5, 12.9.5): a duplicate, a stale connection, no listener, or a new passive id.
 void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
     Counters& cn = hca_.device().counters();
@@ -847,28 +878,7 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
         send_rej_to(m, h.tid, 0, r.local_comm_id, 0, pkt::rej_reason::invalid_transport_type, nullptr, 0);
         return;
     }
-    Id& c = new_id(l->ps, l->qp_type, l->context);
-    c.listen_id = l->id;
-    c.state = CmState::req_rcvd;
-    c.bound = true;
-    c.v6 = ch.ip_version == 6;
-    c.src = m.dgid;
-    c.sport = l->sport;
-    c.dst = m.sgid;
-    c.dport = ch.src_port;
-    c.dmac = m.smac;
-    c.dest_mac = m.smac;
-    c.dest_mac_known = true;
-    c.dest.pkey = m.pkey;
-    c.route = true;
-    {
-        uint8_t idx = 0;
-        Gid s;
-        if (pick_sgid(c.dst, s, idx) == 0) c.sgid_index = idx;
-        GidEntry e;
-        for (int i = 0; hca_.device().query_gid(1, i, e) == Status::ok; ++i)
-            if (e.gid == c.src) c.sgid_index = uint8_t(i);
-    }
+    Id& c = passive_id(*l, m, ch, CmState::req_rcvd);
     c.tos = r.primary.traffic_class;
     c.local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;
     c.remote_comm_id = r.local_comm_id;
@@ -1096,24 +1106,9 @@ void Agent::rx_sidr_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmSidrRe
         send_to(d, pkt::CmMad{cm_hdr(h.tid), s});
         return;
     }
-    Id& c = new_id(l->ps, l->qp_type, l->context);
-    c.listen_id = l->id;
-    c.state = CmState::sidr_req_rcvd;
-    c.bound = true;
-    c.v6 = ch.ip_version == 6;
-    c.src = m.dgid;
-    c.sport = l->sport;
-    c.dst = m.sgid;
-    c.dport = ch.src_port;
-    c.dmac = c.dest_mac = m.smac;
-    c.dest_mac_known = true;
-    c.dest.pkey = m.pkey;
-    c.route = true;
+    Id& c = passive_id(*l, m, ch, CmState::sidr_req_rcvd);
     c.remote_comm_id = r.request_id;
     c.tid = h.tid;
-    GidEntry e;
-    for (int i = 0; hca_.device().query_gid(1, i, e) == Status::ok; ++i)
-        if (e.gid == c.src) c.sgid_index = uint8_t(i);
     api::CmConnParam p;
     p.private_data_len = uint8_t(r.private_data.size() - pkt::kCmaHdrLen);
     std::memcpy(p.private_data, r.private_data.data() + pkt::kCmaHdrLen, p.private_data_len);

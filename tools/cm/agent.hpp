@@ -110,6 +110,9 @@ private:
     Id* by_comm_id(uint32_t local_comm_id) const;
     Id* listener_for(pkt::RdmaPs ps, uint16_t port, const Gid& dst) const;
     Id& new_id(pkt::RdmaPs ps, QpType t, uint64_t context);
+    Id& passive_id(const Id& listener, const Recv& m, const pkt::CmaHdr& ch, CmState st);
+    std::array<uint8_t, 216> cma_private(const Id& c, const api::CmConnParam& p) const;
+    int connect_sidr(Id& c, const std::array<uint8_t, 216>& pd, uint64_t timeout);
     int bind_addr(Id& c, const sockaddr* addr);
     bool port_free(const Id& c, uint16_t port, bool wildcard, const Gid& ip) const;
     int pick_sgid(const Gid& dst, Gid& sgid, uint8_t& index) const;

@@ -2,6 +2,8 @@
 // ibv_rc_pingpong (rdma-core's libibverbs/examples) as server or as client. Same flags, same
 // out-of-band messages on TCP, same RC QP attributes, same SEND ping-pong and the same output; in
 // addition, every wait has a deadline and -c checks the whole buffer, not only a byte per page.
+#include <arpa/inet.h>
+
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "tools/hcaemu/cli.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/hcaemu/oob.hpp"
+#include "tools/libhcaemu/cm.hpp"
 #include "tools/hcaemu/oob_tcp.hpp"
 #include "tools/hcaemu/stop.hpp"
 
@@ -46,6 +49,9 @@ constexpr const char* kHelp =
     "  -c, --chk            check the received data (as ibv_rc_pingpong -c: a 0 at the start of\n"
     "                       each page; here also 0x7b in every other byte)\n"
     "hcaemu's options:\n"
+    "  -R, --rdma-cm        connect with rdma_cm (the IB CM on QP1), as perftest's -R: the server\n"
+    "                       listens on PORT, the client connects to HOST:PORT where HOST is the\n"
+    "                       peer's RoCE address; no TCP exchange (docs/cm.md)\n"
     "  --timeout SEC        give up when the peer is silent this long (default 30)\n"
     "  --stats              print the device's counters at the end (stderr)\n"
     "  -h, --help           this text\n"
@@ -67,6 +73,7 @@ struct Args {
     bool chk = false;
     uint64_t timeout_s = 30;
     bool stats = false;
+    bool rdma_cm = false;
     std::string server;
     AttachOptions attach;
     std::string device;        // --device SPEC
@@ -158,6 +165,8 @@ int parse_args(int argc, char** argv, Args& a) {
             a.timeout_s = v;
         } else if (opt == "--stats") {
             a.stats = true;
+        } else if (opt == "-R" || opt == "--rdma-cm") {
+            a.rdma_cm = true;
         } else if (opt == "-o" || opt == "--odp" || opt == "-t" || opt == "--ts") {
             return bad("on-demand paging and completion timestamps are not modelled");
         } else if (!opt.empty() && opt[0] == '-') {
@@ -247,11 +256,22 @@ public:
         me.psn = std::random_device{}() & 0xffffff;
         me.gid = ge.gid;
         my_psn_ = me.psn;
-        std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", me.lid, me.qpn, me.psn,
+        if (a_.rdma_cm) {  // the local line once the CM has chosen the PSN
+            if (!(cm_ = ctx_.cm())) return fail("this device has no connection manager (rdma_cm)");
+        } else std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", me.lid, me.qpn, me.psn,
                     gid_text(me.gid).c_str());
         std::fflush(stdout);
 
         oob::PingpongDest rem;
+        if (a_.rdma_cm) {  // the CM chooses the PSNs, resolves and connects (docs/cm.md)
+            if (const int r = cm_connect(me, rem)) return r;
+            std::printf("  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.lid, rem.qpn, rem.psn,
+                        gid_text(rem.gid).c_str());
+            std::fflush(stdout);
+            const int r = loop();
+            cm_disconnect();
+            return r;
+        }
         if (const int r = a_.server.empty() ? server_exchange(me, rem) : client_exchange(me, rem)) return r;
         std::printf("  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.lid, rem.qpn, rem.psn,
                     gid_text(rem.gid).c_str());
@@ -325,6 +345,122 @@ private:
                  .ok())
             return fail("Failed to modify QP to RTS");
         return 0;
+    }
+
+    // -R: the next CM event, turning the device meanwhile; false after --timeout or a signal.
+    bool cm_event(api::CmEvent& ev) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a_.timeout_s);
+        while (!stop_requested() && std::chrono::steady_clock::now() < end) {
+            if (cm_->get_event(ev)) return true;
+            if (!ctx_.poll()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        return false;
+    }
+    int cm_expect(api::CmEventType want, api::CmEvent& ev, const char* what) {
+        if (!cm_event(ev)) return fail(std::string("rdma_cm: no ") + what + " event");
+        if (ev.type != want)
+            return fail(std::string("rdma_cm: ") + what + " expected, got event " + std::to_string(int(ev.type)) +
+                        " status " + std::to_string(ev.status));
+        return 0;
+    }
+    bool cm_modify(uint32_t id, QpState st) {
+        QpAttr a;
+        uint32_t mask = 0;
+        return cm_->init_qp_attr(id, st, a, mask) == 0 && qp_->modify(a, mask).ok();
+    }
+    // perftest -R's order: the server listens and accepts, the client resolves, connects and
+    // establishes; the QP's attributes all come from init_qp_attr.
+    int cm_connect(oob::PingpongDest& me, oob::PingpongDest& rem) {
+        sockaddr_storage ss{};
+        if (!a_.server.empty()) {
+            auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
+            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
+            if (inet_pton(AF_INET, a_.server.c_str(), &s4->sin_addr) == 1) {
+                s4->sin_family = AF_INET;
+                s4->sin_port = htons(a_.port);
+            } else if (inet_pton(AF_INET6, a_.server.c_str(), &s6->sin6_addr) == 1) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons(a_.port);
+            } else {
+                return fail("-R: HOST must be the peer's RoCE address (IPv4 or IPv6), not '" + a_.server + "'");
+            }
+        } else {
+            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);  // the wildcard: IPv4 and IPv6
+            s6->sin6_family = AF_INET6;
+            s6->sin6_port = htons(a_.port);
+        }
+        const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+        uint32_t id = 0;
+        if (int e = cm_->create_id(pkt::RdmaPs::tcp, QpType::rc, 0, id)) return fail(std::string("rdma_create_id: ") + std::strerror(e));
+        api::CmEvent ev;
+        api::CmConnParam p;
+        p.qp_num = qp_->qpn();
+        p.responder_resources = p.initiator_depth = 1;
+        if (a_.server.empty()) {
+            if (int e = cm_->bind(id, sa)) return fail(std::string("rdma_bind_addr: ") + std::strerror(e));
+            if (int e = cm_->listen(id, 1)) return fail(std::string("rdma_listen: ") + std::strerror(e));
+            if (int r = cm_expect(api::CmEventType::connect_request, ev, "connect request")) return r;
+            cm_id_ = ev.id;
+            rem.qpn = ev.param.qp_num;
+            uint32_t n = 0;
+            (void)cm_->destroy_id(id, n);  // one client: the listener goes
+            if (!cm_modify(cm_id_, QpState::init) || !cm_modify(cm_id_, QpState::rtr)) return fail("Failed to modify QP to RTR");
+            if (int e = cm_->accept(cm_id_, p)) return fail(std::string("rdma_accept: ") + std::strerror(e));
+            if (int r = cm_expect(api::CmEventType::established, ev, "established")) return r;
+            if (!cm_modify(cm_id_, QpState::rts)) return fail("Failed to modify QP to RTS");
+        } else {
+            cm_id_ = id;
+            const int ms = int(a_.timeout_s * 1000);
+            if (int e = cm_->resolve_addr(id, nullptr, sa, ms)) return fail(std::string("rdma_resolve_addr: ") + std::strerror(e));
+            if (int r = cm_expect(api::CmEventType::addr_resolved, ev, "address resolved")) return r;
+            if (int e = cm_->resolve_route(id, ms)) return fail(std::string("rdma_resolve_route: ") + std::strerror(e));
+            if (int r = cm_expect(api::CmEventType::route_resolved, ev, "route resolved")) return r;
+            if (!cm_modify(id, QpState::init)) return fail("Failed to modify QP to INIT");
+            if (int e = cm_->connect(id, p)) return fail(std::string("rdma_connect: ") + std::strerror(e));
+            if (!cm_event(ev)) return fail("rdma_cm: no answer to the connect");
+            if (ev.type == api::CmEventType::rejected)
+                return fail("rdma_connect: rejected, reason " + std::to_string(ev.status));
+            if (ev.type != api::CmEventType::connect_response)
+                return fail("rdma_connect: event " + std::to_string(int(ev.type)) + " status " + std::to_string(ev.status));
+            rem.qpn = ev.param.qp_num;
+            if (!cm_modify(id, QpState::init) || !cm_modify(id, QpState::rtr) || !cm_modify(id, QpState::rts))
+                return fail("Failed to modify QP to RTR/RTS");
+            if (int e = cm_->establish(id)) return fail(std::string("rdma_establish: ") + std::strerror(e));
+        }
+        QpAttr a;
+        uint32_t mask = 0;
+        (void)cm_->init_qp_attr(cm_id_, QpState::rts, a, mask);
+        me.psn = my_psn_ = a.sq_psn;
+        (void)cm_->init_qp_attr(cm_id_, QpState::rtr, a, mask);
+        rem.psn = a.rq_psn;
+        api::CmIdInfo info;
+        (void)cm_->query(cm_id_, info);
+        rem.gid = info.dgid;
+        me.gid = info.sgid;
+        std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", me.lid, me.qpn, me.psn,
+                    gid_text(me.gid).c_str());
+        return 0;
+    }
+    // After the test: DREQ (or the DREP to the peer's), then the disconnected event, bounded.
+    void cm_disconnect() {
+        if (!cm_ || !cm_id_) return;
+        (void)cm_->disconnect(cm_id_);
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        api::CmEvent ev;
+        while (std::chrono::steady_clock::now() < end) {
+            if (cm_->get_event(ev)) {
+                if (ev.type == api::CmEventType::disconnected) {
+                    (void)cm_->disconnect(cm_id_);  // the DREP, if the peer's DREQ came first
+                    break;
+                }
+                continue;
+            }
+            if (!ctx_.poll()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        for (int i = 0; i < 100; ++i) ctx_.poll();  // the last MAD leaves
+        uint32_t n = 0;
+        (void)cm_->destroy_id(cm_id_, n);
+        cm_id_ = 0;
     }
 
     // The server reads the client's address, connects, answers with its own, then waits for
@@ -477,6 +613,8 @@ private:
     uint64_t pending_ = 0;
     uint32_t events_ = 0;
     uint32_t my_psn_ = 0;
+    api::Cm* cm_ = nullptr;
+    uint32_t cm_id_ = 0;
     uint8_t gidx_ = 1;
 };
 
