@@ -302,6 +302,11 @@ Conn establish(Bench& b) {
     CHECK(a.path_mtu == Mtu::mtu1024);
     const uint32_t client_psn = a.rq_psn;
     REQUIRE(sq.modify(a, mask).ok());
+    // librdmacm's rdma_accept moves the QP to RTS before the accept that sends the REP: the
+    // starting PSN exists from the REQ on, and the REP carries that one.
+    QpAttr rts;
+    REQUIRE(b.cm(1).init_qp_attr(c.sid, QpState::rts, rts, mask) == 0);
+    const uint32_t server_rts_psn = rts.sq_psn;
 
     // The REQ, byte for byte (its PSN is the one the server's RTR got).
     const auto reqs = b.mads(0, pkt::cm_attr::req);
@@ -329,6 +334,7 @@ Conn establish(Bench& b) {
     CHECK(a.dest_qp_num == sq.qpn());
     CHECK(a.max_dest_rd_atomic == 1);  // min(ours 4, the REP's initiator depth 1)
     const uint32_t server_psn = a.rq_psn;
+    CHECK(server_psn == server_rts_psn);
     REQUIRE(cq.modify(a, mask).ok());
     REQUIRE(b.cm(0).init_qp_attr(c.cid, QpState::rts, a, mask) == 0);
     CHECK(mask == (qp_attr::state | qp_attr::sq_psn | qp_attr::timeout | qp_attr::retry_cnt | qp_attr::rnr_retry |

@@ -614,7 +614,6 @@ int Agent::accept(uint32_t id, const api::CmConnParam& p) {
     if (c->state != CmState::req_rcvd && c->state != CmState::mra_req_sent) return EINVAL;
     if (p.private_data_len > 196) return EINVAL;
     c->local_qpn = p.qp_num & 0xFFFFFF;
-    c->sq_psn = random24();
     c->responder_resources = p.responder_resources;
     c->initiator_depth = p.initiator_depth;
     c->rnr_retry_count = std::min<uint8_t>(p.rnr_retry_count, 7);
@@ -885,6 +884,9 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
     c.remote_ca_guid = r.local_ca_guid;
     c.remote_qpn = r.local_qpn;
     c.rq_psn = r.starting_psn;
+    // The passive side's starting PSN exists from the REQ on: librdmacm's rdma_accept moves the
+    // QP to RTR and RTS (init_qp_attr) before the accept that sends the REP (cma.c: seq_num).
+    c.sq_psn = random24();
     c.responder_resources = r.initiator_depth;  // cm.c: until the REP says otherwise
     c.initiator_depth = r.responder_resources;
     c.tid = h.tid;
