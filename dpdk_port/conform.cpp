@@ -210,7 +210,9 @@ void ConformMonitor::frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64
             v.a = c.p.h.bth.pad_cnt;
         }
         report(v);
-        return;  // a receiver drops it (IBTA 9.6): it changes no state
+        // A receiver drops it (IBTA 9.6); but it was sent: with a bad ICRC only (which may have
+        // been damaged on the way) it still counts as the sender's packet.
+        if (e != pkt::ParseError::bad_icrc) return;
     }
     const pkt::Ip6 src = c.p.h.ipv6 ? c.p.h.ip6.src : pkt::ipv4_mapped_gid(c.p.h.ip4.src);
     const pkt::Ip6 dst = c.p.h.ipv6 ? c.p.h.ip6.dst : pkt::ipv4_mapped_gid(c.p.h.ip4.dst);
@@ -352,7 +354,7 @@ void ConformMonitor::on_request(Ctx& c) {
     } else if (fresh) {
         f.in_retx = false;
         f.max_psn = psn;
-        if (psn_diff(psn, f.end_psn) > 0) f.end_psn = psn;
+        f.end_psn = psn;  // a new request: every earlier message ended before it
         if (rc && f.acked_valid && uint32_t(psn_diff(psn, f.acked)) >= kPsnHalf) {
             Violation v = c.v(ConfRule::psn_window);
             v.a = (f.acked + 1) & kPsnMask;
