@@ -646,14 +646,66 @@ std::string json_escape(const std::string& s) {
     return o;
 }
 
+// Each message's arguments {0} {1} ... in order: a b c (decimal), A B (a, b in hex), w W (what, what2).
+struct MsgArgs {
+    Msg msg;
+    const char* spec;
+};
+constexpr MsgArgs kMsgArgs[] = {
+    {Msg::conf_icrc, "A"},
+    {Msg::conf_malformed, "w"},
+    {Msg::conf_tver, "a"},
+    {Msg::conf_bth_reserved, "ab"},
+    {Msg::conf_pkey, "AB"},
+    {Msg::conf_pkey_invalid, "A"},
+    {Msg::conf_padcnt, "ab"},
+    {Msg::conf_mtu, "ab"},
+    {Msg::conf_mtu_over, "ab"},
+    {Msg::conf_mtu_max, "a"},
+    {Msg::conf_mtu_invalid, "a"},
+    {Msg::conf_udp_sport, "ab"},
+    {Msg::conf_opcode_seq, "wW"},
+    {Msg::conf_psn_window, "a"},
+    {Msg::conf_resp_unsolicited, "a"},
+    {Msg::conf_resp_no_request, ""},
+    {Msg::conf_resp_opcode, "awW"},
+    {Msg::conf_read_opcode, "abwW"},
+    {Msg::conf_read_past, "abw"},
+    {Msg::conf_read_length, "abc"},
+    {Msg::conf_atomic_resp, "WA"},
+    {Msg::conf_atomic_align, "A"},
+    {Msg::conf_aeth_syndrome, "A"},
+    {Msg::conf_aeth_msn, "ab"},
+    {Msg::conf_retx_nak, "a"},
+    {Msg::conf_retx_rnr, "a"},
+    {Msg::conf_retx_timeout, "a"},
+    {Msg::conf_rnr_timer, "abc"},
+    {Msg::conf_retry_count, "ab"},
+    {Msg::conf_cnp_pacing, "ab"},
+};
+
+std::string arg(const Violation& v, char k) {
+    char b[24];
+    switch (k) {
+    case 'a': return std::to_string(v.a);
+    case 'b': return std::to_string(v.b);
+    case 'c': return std::to_string(v.c);
+    case 'A': std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v.a)); return b;
+    case 'B': std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v.b)); return b;
+    case 'w': return v.what;
+    default: return v.what2;
+    }
+}
+
 }  // namespace
 
 std::string message(const Violation& v, pkt::Lang lang) {
-    const std::string a = std::to_string(v.a), b = std::to_string(v.b), c = std::to_string(v.c);
-    char ha[24], hb[24];
-    std::snprintf(ha, sizeof ha, "0x%llx", static_cast<unsigned long long>(v.a));
-    std::snprintf(hb, sizeof hb, "0x%llx", static_cast<unsigned long long>(v.b));
-    return pkt::msg(v.msg, lang, {a, b, c, v.what, v.what2, ha, hb});
+    const char* spec = "";
+    for (const MsgArgs& m : kMsgArgs)
+        if (m.msg == v.msg) spec = m.spec;
+    std::string s[4];
+    for (size_t i = 0; i < 4 && spec[i]; ++i) s[i] = arg(v, spec[i]);
+    return pkt::msg(v.msg, lang, {s[0], s[1], s[2], s[3]});
 }
 
 std::string describe(const Violation& v, pkt::Lang lang) {
