@@ -108,8 +108,7 @@ struct ConformMonitor::Flow {
     uint32_t nmsgs = 0;  // pushed so far; the newest is msgs[(nmsgs - 1) % kMsgs]
     // responses this flow carried: they answer the requests of flows_[peer]
     int32_t peer = -1;
-    uint32_t bind_gen = UINT32_MAX;  // req_flows_ when binding last failed
-    bool conv = false;               // then: a request flow the other way existed
+    bool conv = false;  // binding failed, but a request flow the other way exists
     bool msn_valid = false;
     uint32_t msn = 0;
     // CNPs this flow carried
@@ -427,7 +426,7 @@ void ConformMonitor::on_restart(Ctx& c, Flow& f) {
 // PSN (the nearest below its highest). Binds both ways: an RC QP has one peer.
 ConformMonitor::Flow* ConformMonitor::bind_responses(Flow& resp, uint32_t psn) {
     if (resp.peer >= 0) return &flows_[size_t(resp.peer)];
-    if (resp.bind_gen == req_flows_) return nullptr;
+    // Unbound: scan the table (a flow whose responses answer nothing sent; rare, bounded).
     resp.conv = false;
     int32_t best = -1;
     int32_t best_d = INT32_MAX;
@@ -439,10 +438,7 @@ ConformMonitor::Flow* ConformMonitor::bind_responses(Flow& resp, uint32_t psn) {
         if (below < 0 || above < -1) continue;
         if (below < best_d) best_d = below, best = int32_t(i);
     }
-    if (best < 0) {
-        resp.bind_gen = req_flows_;
-        return nullptr;
-    }
+    if (best < 0) return nullptr;
     resp.peer = best;
     Flow& req = flows_[size_t(best)];
     const int32_t self = int32_t(&resp - flows_.get());
