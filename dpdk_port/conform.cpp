@@ -14,7 +14,7 @@ using pkt::Msg;
 
 // Citations: IBTA Vol. 1 (release 1.4 numbering) and its Annex A17 (RoCE v2).
 const std::array<ConfRuleInfo, kConfRuleCount> kConfRules = {{
-    {"icrc", "IBTA 7.8.1, A17.3.3 (ICRC)", Severity::error, Msg::conf_icrc},
+    {"icrc", "IBTA 7.8.1, A17 (ICRC)", Severity::error, Msg::conf_icrc},
     {"malformed", "IBTA 9.6 (packet header validation)", Severity::error, Msg::conf_malformed},
     {"bth.tver", "IBTA 9.2 (TVer: 0)", Severity::error, Msg::conf_tver},
     {"bth.reserved", "IBTA 9.2 (reserved fields sent as 0)", Severity::warning, Msg::conf_bth_reserved},
@@ -26,14 +26,14 @@ const std::array<ConfRuleInfo, kConfRuleCount> kConfRules = {{
     {"psn.window", "IBTA 9.7.1 (at most 2^23 PSNs outstanding)", Severity::error, Msg::conf_psn_window},
     {"resp.unsolicited", "IBTA 9.7.5.2 (a response for a PSN never sent)", Severity::error, Msg::conf_resp_unsolicited},
     {"resp.opcode", "IBTA 9.7.5.2 (response opcode against the request)", Severity::error, Msg::conf_resp_opcode},
-    {"read.opcode", "IBTA 9.7.5.1, 9.4.3 (RDMA READ responses)", Severity::error, Msg::conf_read_opcode},
-    {"read.length", "IBTA 9.4.3 (RDMA READ response length)", Severity::error, Msg::conf_read_length},
-    {"atomic.resp", "IBTA 9.4.5 (atomic operations)", Severity::error, Msg::conf_atomic_resp},
+    {"read.opcode", "IBTA 9.7.5.1, 9.4 (RDMA READ responses)", Severity::error, Msg::conf_read_opcode},
+    {"read.length", "IBTA 9.4 (RDMA READ response length)", Severity::error, Msg::conf_read_length},
+    {"atomic.resp", "IBTA 9.4 (atomic operations)", Severity::error, Msg::conf_atomic_resp},
     {"aeth.syndrome", "IBTA 9.3.5 (AETH syndrome)", Severity::error, Msg::conf_aeth_syndrome},
-    {"aeth.msn", "IBTA 9.3.5, 9.7.6 (MSN)", Severity::error, Msg::conf_aeth_msn},
+    {"aeth.msn", "IBTA 9.3.5 (MSN)", Severity::error, Msg::conf_aeth_msn},
     {"retx.psn", "IBTA 9.7.5.2 (retransmission from the NAK's PSN or the oldest unacknowledged)", Severity::error,
      Msg::conf_retx_timeout},
-    {"retx.rnr_timer", "IBTA 9.7.5.2.8, table 45 (RNR NAK timer)", Severity::error, Msg::conf_rnr_timer},
+    {"retx.rnr_timer", "IBTA 9.7.5.2, table 45 (RNR NAK timer)", Severity::error, Msg::conf_rnr_timer},
     {"retx.count", "IBTA 9.7.5.2 (retry counter, retry_cnt)", Severity::error, Msg::conf_retry_count},
     {"cnp.pacing", "IBTA A17.9 (CNP); DCQCN NP minimum interval", Severity::warning, Msg::conf_cnp_pacing},
 }};
@@ -324,7 +324,7 @@ void ConformMonitor::on_request(Ctx& c) {
         }
     }
     if (op.kind == pkt::Kind::cmp_swap || op.kind == pkt::Kind::fetch_add) {
-        if (c.p.h.atomic.va & 7) {  // IBTA 9.4.5: an 8-byte aligned word
+        if (c.p.h.atomic.va & 7) {  // IBTA 9.4: an 8-byte aligned word
             Violation v = c.v(ConfRule::atomic_resp);
             v.msg = Msg::conf_atomic_align;
             v.a = c.p.h.atomic.va;
@@ -574,7 +574,7 @@ void ConformMonitor::on_ack(Ctx& c, Flow& req, Flow& rf) {
         if (!req.acked_valid || psn_diff(psn, req.acked) > 0) req.acked = psn, req.acked_valid = true;
         if (req.retry_n && psn_diff(req.acked, req.retry_psn) >= 0) req.retry_n = 0;
         break;
-    case pkt::AethType::rnr_nak:  // IBTA 9.7.5.2.8: wait the timer, then from this PSN
+    case pkt::AethType::rnr_nak:  // IBTA 9.7.5.2, table 45: wait the timer, then from this PSN
         req.rnr_pending = true;
         req.rnr_psn = psn;
         req.rnr_ts = c.ts;
