@@ -6,10 +6,11 @@ ACK (docs/inject.md), the client with --conform --stats: the client counts exact
 resp.unsolicited, and `hcaemu conform` on either capture names it at the ghost ACK's frame.
 Every process has a deadline.
 
-usage: check_conform.py --hcaemu HCAEMU --captures DIR"""
+usage: check_conform.py --hcaemu HCAEMU --captures DIR [--hcaemud HCAEMUD]"""
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,13 +57,15 @@ def check_offline(h, caps):
         expect("offline: not a pcap: exit 2", rc == 2 and err.startswith("hcaemu conform: "), err)
 
 
-def check_live(h, tmp):
-    sock = os.path.join(tmp, "memif-conform.sock")
+def pair(h, tmp, name, size, inject):
+    """Two pingpong processes on net_memif: the server injects `inject`, the client runs --conform
+    --stats. (client stderr's conform_* counts, client capture, server capture, detail)."""
+    sock = os.path.join(tmp, f"memif-{name}.sock")
     port = str(free_port())
-    ps, pc = os.path.join(tmp, "s.pcap"), os.path.join(tmp, "c.pcap")
-    common = ["pingpong", "-p", port, "-s", "64", "-n", "3", "-g", "1", "--timeout", "20", "-c"]
+    ps, pc = os.path.join(tmp, f"{name}-s.pcap"), os.path.join(tmp, f"{name}-c.pcap")
+    common = ["pingpong", "-p", port, "-s", str(size), "-n", "3", "-g", "1", "--timeout", "20", "-c"]
     srv = [h] + common + ["--eal", proclib.eal(0, memif("server", sock), mem=256), "--ip", "198.18.0.1/24",
-                          "--mac", MAC_S, "--pcap", ps, "--inject", "ghost-ack dir=tx op=ack"]
+                          "--mac", MAC_S, "--pcap", ps, "--inject", inject]
     cli = [h] + common + ["--eal", proclib.eal(1, memif("client", sock), mem=256), "--ip", "198.18.0.2/24",
                           "--mac", MAC_C, "--pcap", pc, "--conform", "--stats"]
     p_s = start(srv)
@@ -71,12 +74,46 @@ def check_live(h, tmp):
     rc_c, out_c, err_c = finish(p_c)
     rc_s, out_s, err_s = finish(p_s)
     detail = f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}"
-    expect("live: both exit 0", rc_s == 0 and rc_c == 0, detail)
+    expect(f"{name}: both exit 0", rc_s == 0 and rc_c == 0, detail)
     counts = {}
     for line in err_c.splitlines():
         w = line.split()
         if len(w) == 2 and w[0].startswith("conform_"):
             counts[w[0]] = int(w[1])
+    return counts, pc, ps, detail
+
+
+def client_psns(path):
+    """The BTH PSNs of the requests the client (MAC_C) sent, in capture order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    off, out = 24, []
+    while off + 16 <= len(data):
+        caplen = struct.unpack_from("<I", data, off + 8)[0]
+        p = data[off + 16:off + 16 + caplen]
+        off += 16 + caplen
+        if (len(p) >= 54 and p[6:12].hex(":") == MAC_C and p[12:14] == b"\x08\x00" and p[23] == 17
+                and struct.unpack_from(">H", p, 36)[0] == 4791 and p[42] <= 0x04):
+            out.append(int.from_bytes(p[51:54], "big"))
+    return out
+
+
+def check_obeyed(h, tmp):
+    """hcaemu obeys a forged NAK and a forged RNR NAK: its requester's restarts name nothing, and
+    the injector's capture (the forged frames written by it) names nothing either."""
+    for name, rule in (("nak", "nak-seq dir=tx op=ack"), ("rnr", "rnr dir=tx op=ack timer=14")):
+        counts, pc, ps, detail = pair(h, tmp, name, 4096, rule)
+        psns = client_psns(pc)
+        expect(f"{name}: the client did go back (a SEND PSN sent twice)", len(psns) > len(set(psns)), f"{psns}")
+        expect(f"{name}: the client's monitor saw the frames and counts no violation",
+               counts.get("conform_frames", 0) >= 12 and "conform_violations" not in counts, f"{counts}\n{detail}")
+        for side, path in (("client", pc), ("server", ps)):
+            rc, out, _ = conform(h, path)
+            expect(f"{name}: the {side}'s capture names nothing", rc == 0 and ": 0 violations" in out, out)
+
+
+def check_live(h, tmp):
+    counts, pc, ps, detail = pair(h, tmp, "ghost", 64, "ghost-ack dir=tx op=ack")
     expect("live: the client's monitor counts exactly the ghost ACK",
            counts.get("conform_resp_unsolicited") == 1 and counts.get("conform_violations") == 1
            and counts.get("conform_frames", 0) >= 12, f"{counts}\n{detail}")
@@ -88,14 +125,61 @@ def check_live(h, tmp):
                out)
 
 
+def check_daemon(h, hcaemud, tmp):
+    """hcaemud --conform on net_memif facing a local pingpong that injects a ghost ACK; a pingpong
+    server through the daemon. `hcaemu stat` shows conform_resp_unsolicited 1."""
+    dsock, msock = os.path.join(tmp, "d.sock"), os.path.join(tmp, "memif-d.sock")
+    log = open(os.path.join(tmp, "daemon.log"), "w+")
+    d = subprocess.Popen([hcaemud, "--socket", dsock, "--eal", proclib.eal(0, memif("server", msock), mem=256),
+                          "--ip", "198.18.0.1/24", "--mac", MAC_S, "--conform"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        end = time.time() + 30
+        while time.time() < end and d.poll() is None:
+            log.seek(0)
+            if "hcaemud: serving" in log.read():
+                break
+            time.sleep(0.05)
+        dev = ["--device", "unix:" + dsock]
+        port = str(free_port())
+        common = ["pingpong", "-p", port, "-s", "64", "-n", "3", "-g", "1", "--timeout", "20", "-c"]
+        p_s = start([h] + common + dev)
+        time.sleep(0.3)
+        p_c = start([h] + common + ["--eal", proclib.eal(1, memif("client", msock), mem=256), "--ip", "198.18.0.2/24",
+                                    "--mac", MAC_C, "--inject", "ghost-ack dir=tx op=ack", "127.0.0.1"])
+        rc_c, out_c, err_c = finish(p_c)
+        rc_s, out_s, err_s = finish(p_s)
+        expect("daemon: both pingpongs exit 0", rc_s == 0 and rc_c == 0,
+               f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}")
+        r = proclib.run([h, "stat"] + dev)
+        lines = {}
+        for line in r[1].splitlines():
+            w = line.split()
+            if len(w) >= 2 and "conform_" in w[0]:
+                lines[w[0]] = w[-1]
+        expect("daemon: hcaemu stat shows the monitor's counts, one resp.unsolicited",
+               r[0] == 0 and any(k.endswith("conform_resp_unsolicited") and v == "1" for k, v in lines.items())
+               and any(k.endswith("conform_violations") and v == "1" for k, v in lines.items()), r)
+    finally:
+        d.terminate()  # our own child, by its handle
+        try:
+            d.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            d.kill()
+            d.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--captures", required=True)
+    ap.add_argument("--hcaemud", help="hcaemud: --conform on the daemon, the counts in hcaemu stat")
     a = ap.parse_args()
     check_offline(a.hcaemu, a.captures)
     with tempfile.TemporaryDirectory(prefix="hcaemu-conform-") as tmp:
         check_live(a.hcaemu, tmp)
+        check_obeyed(a.hcaemu, tmp)
+        if a.hcaemud:
+            check_daemon(a.hcaemu, a.hcaemud, tmp)
     return proclib.report()
 
 
