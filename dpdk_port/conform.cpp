@@ -145,6 +145,19 @@ struct ConformMonitor::Ctx {
 ConformMonitor::ConformMonitor(const ConformConfig& cfg) : cfg_(cfg), flows_(new Flow[kFlows]) {}
 ConformMonitor::~ConformMonitor() = default;
 
+void ConformMonitor::reset() {
+    for (uint32_t i = 0; i < kFlows && nflows_; ++i)
+        if (flows_[i].used) {
+            flows_[i] = Flow{};
+            --nflows_;
+        }
+    for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
+    frames_ = 0;
+    roce_ = 0;
+    table_full_ = 0;
+    violations_ = 0;
+}
+
 ConformStats ConformMonitor::stats() const {
     ConformStats s;
     s.frames = frames_.load(std::memory_order_relaxed);
@@ -333,7 +346,6 @@ void ConformMonitor::on_request(Ctx& c) {
     }
     if (!f.req_seen) {
         f.req_seen = true;
-        ++req_flows_;
         f.first_psn = f.max_psn = f.end_psn = psn;
         f.prev_psn = (psn - 1) & kPsnMask;
     }

@@ -116,6 +116,9 @@ public:
     // Frames that are not RoCE v2 are counted and ignored.
     void frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64_t frame_no);
 
+    // Forgets every flow and count (the data-path thread): as new, without allocating.
+    void reset();
+
     // Any thread.
     uint64_t count(ConfRule r) const { return counts_[size_t(r)].load(std::memory_order_relaxed); }
     ConformStats stats() const;
@@ -139,7 +142,6 @@ private:
     ConformConfig cfg_;
     std::unique_ptr<Flow[]> flows_;
     uint32_t nflows_ = 0;
-    uint32_t req_flows_ = 0;   // flows that carried requests (a response flow re-binds when it grows)
     Sink sink_ = nullptr;
     void* sink_ctx_ = nullptr;
     std::array<std::atomic<uint64_t>, kConfRuleCount> counts_{};
