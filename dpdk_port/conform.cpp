@@ -63,12 +63,12 @@ struct MsgRec {
 
 // The message of `f` that PSN `psn` belongs to: the newest that starts at or before it, among
 // those remembered and not older than the oldest unacknowledged. nullptr when unknown.
-const MsgRec* message_at(const std::array<MsgRec, ConformMonitor::kMsgs>& msgs, uint32_t nmsgs, uint32_t psn) {
+MsgRec* message_at(std::array<MsgRec, ConformMonitor::kMsgs>& msgs, uint32_t nmsgs, uint32_t psn) {
     const uint32_t n = nmsgs < ConformMonitor::kMsgs ? nmsgs : ConformMonitor::kMsgs;
-    const MsgRec* best = nullptr;
+    MsgRec* best = nullptr;
     int32_t best_d = INT32_MAX;
     for (uint32_t k = 0; k < n; ++k) {  // newest first: a re-issued READ wins a tie
-        const MsgRec& m = msgs[(nmsgs - 1 - k) % ConformMonitor::kMsgs];
+        MsgRec& m = msgs[(nmsgs - 1 - k) % ConformMonitor::kMsgs];
         const int32_t d = psn_diff(psn, m.psn);
         if (d >= 0 && d < best_d) best_d = d, best = &m;
     }
@@ -356,7 +356,7 @@ void ConformMonitor::on_request(Ctx& c) {
         // A READ re-issued for its remaining part, from a PSN inside it: the responder may answer
         // it as the rest of the first (rxe, hcaemu) or as a READ of its own.
         if (op.kind == pkt::Kind::rdma_read_request) {
-            MsgRec* m = const_cast<MsgRec*>(message_at(f.msgs, f.nmsgs, psn));
+            MsgRec* m = message_at(f.msgs, f.nmsgs, psn);
             if (m && m->kind == pkt::Kind::rdma_read_request && m->psn != psn) {
                 m->re_psn = psn;
                 m->re_len = c.p.h.reth.dma_len;
@@ -501,7 +501,7 @@ void ConformMonitor::on_response(Ctx& c) {
         }
     }
     if (op.kind == pkt::Kind::rdma_read_response) check_read_response(c, *req);
-    if (op.kind == pkt::Kind::atomic_ack || op.kind == pkt::Kind::ack) on_ack(c, *req, rf);
+    if (op.kind == pkt::Kind::atomic_ack || op.kind == pkt::Kind::ack) on_ack(c, *req);
 }
 
 // Packet PSN - `first` of a READ of `len` bytes: the opcode and length its place asks for. False
@@ -566,8 +566,7 @@ void ConformMonitor::check_read_response(Ctx& c, Flow& req) {
     if (req.retry_n && psn_diff(req.acked, req.retry_psn) >= 0) req.retry_n = 0;
 }
 
-void ConformMonitor::on_ack(Ctx& c, Flow& req, Flow& rf) {
-    (void)rf;
+void ConformMonitor::on_ack(Ctx& c, Flow& req) {
     const pkt::OpcodeInfo& op = *c.p.op;
     const uint32_t psn = c.p.h.bth.psn;
     const pkt::Aeth& a = c.p.h.aeth;

@@ -136,7 +136,7 @@ private:
     void on_restart(Ctx& c, Flow& f);
     void on_response(Ctx& c);
     void check_read_response(Ctx& c, Flow& req);
-    void on_ack(Ctx& c, Flow& req, Flow& resp);
+    void on_ack(Ctx& c, Flow& req);
     void on_cnp(Ctx& c);
 
     ConformConfig cfg_;
