@@ -6,7 +6,7 @@ ACK (docs/inject.md), the client with --conform --stats: the client counts exact
 resp.unsolicited, and `hcaemu conform` on either capture names it at the ghost ACK's frame.
 Every process has a deadline.
 
-usage: check_conform.py --hcaemu HCAEMU --captures DIR [--hcaemud HCAEMUD]"""
+usage: check_conform.py --hcaemu HCAEMU --captures DIR [--hcaemud HCAEMUD] [--libdir BUILD/tools/verbs]"""
 import argparse
 import json
 import os
@@ -168,11 +168,39 @@ def check_daemon(h, hcaemud, tmp):
             d.wait()
 
 
+def check_verbs(libdir, tmp):
+    """ibv_rc_pingpong through hcaemu's libibverbs: the server injects a ghost ACK
+    (HCAEMU_INJECT), the client runs HCAEMU_CONFORM=1: at exit it reports the one violation."""
+    port = str(free_port())
+    sock = os.path.join(tmp, "memif-verbs.sock")
+
+    def env(role, lcore, ip, mac, **kv):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("HCAEMU_")}
+        e["LD_LIBRARY_PATH"] = libdir
+        e.update(proclib.asan_env(os.path.join(libdir, "libibverbs.so.1")))
+        e.update(HCAEMU_DEVICE="local", HCAEMU_IP=ip, HCAEMU_MAC=mac,
+                 HCAEMU_EAL=proclib.eal(lcore, memif(role, sock), mem=256, prefix=f"cf{os.getpid()}{role[0]}"), **kv)
+        return e
+    cmd = ["ibv_rc_pingpong", "-d", "hcaemu0", "-g", "1", "-p", port, "-s", "64", "-n", "4", "-c"]
+    p_s = start(cmd, env("server", 0, "198.18.0.1/24", MAC_S, HCAEMU_INJECT="ghost-ack dir=tx op=ack"))
+    proclib.wait_listen(port, p_s, 20)
+    p_c = start(cmd + ["127.0.0.1"], env("client", 1, "198.18.0.2/24", MAC_C, HCAEMU_CONFORM="1"))
+    rc_c, out_c, err_c = finish(p_c)
+    rc_s, out_s, err_s = finish(p_s)
+    d = f"server rc={rc_s}\n{out_s}\n{err_s}\nclient rc={rc_c}\n{out_c}\n{err_c}"
+    expect("verbs: ibv_rc_pingpong with HCAEMU_CONFORM=1: both exit 0", rc_s == 0 and rc_c == 0, d)
+    expect("verbs: the client reports the ghost ACK at exit, and nothing else",
+           "hcaemu --conform: 1 violations in " in err_c and " resp.unsolicited=1\n" in err_c
+           and "198.18.0.1 -> 198.18.0.2" in err_c and "[resp.unsolicited, IBTA 9.7.5.2" in err_c, d)
+    expect("verbs: the server (no HCAEMU_CONFORM) reports nothing", "hcaemu --conform" not in err_s, d)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--captures", required=True)
     ap.add_argument("--hcaemud", help="hcaemud: --conform on the daemon, the counts in hcaemu stat")
+    ap.add_argument("--libdir", help="hcaemu's libibverbs (build/tools/verbs): the HCAEMU_CONFORM check")
     a = ap.parse_args()
     check_offline(a.hcaemu, a.captures)
     with tempfile.TemporaryDirectory(prefix="hcaemu-conform-") as tmp:
@@ -180,6 +208,8 @@ def main():
         check_obeyed(a.hcaemu, tmp)
         if a.hcaemud:
             check_daemon(a.hcaemu, a.hcaemud, tmp)
+        if a.libdir:
+            check_verbs(os.path.abspath(a.libdir), tmp)
     return proclib.report()
 
 

@@ -192,6 +192,7 @@ std::vector<std::string> split_eal(const std::string& s) {
 Attached::~Attached() {
     // The engine goes before the device and the port it uses; the capture is flushed last.
     hca_.reset();
+    if (conform_) std::fputs(conform_report().c_str(), stderr);
     dev_.reset();
     net_.reset();
     inject_.reset();
@@ -330,6 +331,21 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
         }
         if (!hca_->poll()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+}
+
+std::string Attached::conform_report() const {
+    if (!conform_ || !conform_->monitor().stats().violations) return "";
+    const port::ConformStats s = conform_->monitor().stats();
+    std::string out = "hcaemu --conform: " + std::to_string(s.violations) + " violations in " +
+                      std::to_string(s.frames) + " frames on the wire:";
+    for (size_t i = 0; i < port::kConfRuleCount; ++i)
+        if (const uint64_t n = conform_->monitor().count(port::ConfRule(i)))
+            out += std::string(" ") + port::kConfRules[i].id + "=" + std::to_string(n);
+    out += "\n";
+    std::array<port::Violation, port::ConformPort::kRecent> rec;
+    const uint32_t n = conform_->recent(rec);
+    for (uint32_t i = n > 16 ? n - 16 : 0; i < n; ++i) out += "  " + port::describe(rec[i], pkt::Lang::en) + "\n";
+    return out;
 }
 
 std::string Attached::stats_text() const {

@@ -81,6 +81,9 @@ public:
     size_t poll() { return hca_->poll(); }
     // Counters worth a look after a run, one "name value" per line (non-zero ones only).
     std::string stats_text() const;
+    // With --conform and violations: their counts per rule and the latest 16, described ("" else).
+    // The destructor prints it on stderr.
+    std::string conform_report() const;
 
 private:
     Attached() = default;
