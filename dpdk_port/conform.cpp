@@ -23,7 +23,7 @@ const std::array<ConfRuleInfo, kConfRuleCount> kConfRules = {{
     {"len.mtu", "IBTA 9.7.5.1 (packet length against the path MTU)", Severity::error, Msg::conf_mtu},
     {"udp.sport", "IBTA A17 (RoCE v2 UDP source port: one per QP)", Severity::warning, Msg::conf_udp_sport},
     {"psn.opcode_seq", "IBTA 9.7.5.1 (opcode sequence)", Severity::error, Msg::conf_opcode_seq},
-    {"psn.window", "IBTA 9.7.1 (at most 2^23 PSNs outstanding)", Severity::error, Msg::conf_psn_window},
+    {"psn.window", "IBTA 9.7.1 (PSNs within 2^23 of the oldest unacknowledged)", Severity::error, Msg::conf_psn_window},
     {"resp.unsolicited", "IBTA 9.7.5.2 (a response for a PSN never sent)", Severity::error, Msg::conf_resp_unsolicited},
     {"resp.opcode", "IBTA 9.7.5.2 (response opcode against the request)", Severity::error, Msg::conf_resp_opcode},
     {"read.opcode", "IBTA 9.7.5.1, 9.4 (RDMA READ responses)", Severity::error, Msg::conf_read_opcode},
@@ -41,7 +41,6 @@ const std::array<ConfRuleInfo, kConfRuleCount> kConfRules = {{
 namespace {
 
 constexpr uint32_t kPsnMask = 0xFFFFFF;
-constexpr uint32_t kPsnHalf = 1u << 23;
 
 // Signed distance a - b in the 24-bit PSN space (IBTA 9.7.1).
 int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
@@ -351,7 +350,14 @@ void ConformMonitor::on_request(Ctx& c) {
     }
     const int32_t ahead = psn_diff(psn, f.max_psn);
     const bool fresh = ahead > 0 || f.nmsgs == 0;
-    if (!fresh && rc) {
+    if (!fresh && rc && psn_diff(psn, f.first_psn) < 0) {
+        // Behind every PSN this requester sent: not a retransmission but a PSN outside its window
+        // (2^23 or more ahead of the oldest unacknowledged reads as behind it, IBTA 9.7.1).
+        Violation v = c.v(ConfRule::psn_window);
+        v.a = f.first_psn;
+        v.b = f.max_psn;
+        report(v);
+    } else if (!fresh && rc) {
         if (!f.in_retx || psn_diff(psn, f.prev_psn) <= 0) on_restart(c, f);
         // A READ re-issued for its remaining part, from a PSN inside it: the responder may answer
         // it as the rest of the first (rxe, hcaemu) or as a READ of its own.
@@ -366,11 +372,6 @@ void ConformMonitor::on_request(Ctx& c) {
         f.in_retx = false;
         f.max_psn = psn;
         f.end_psn = psn;  // a new request: every earlier message ended before it
-        if (rc && f.acked_valid && uint32_t(psn_diff(psn, f.acked)) >= kPsnHalf) {
-            Violation v = c.v(ConfRule::psn_window);
-            v.a = (f.acked + 1) & kPsnMask;
-            report(v);
-        }
         // Remember the message: where it starts, its kind, a READ's length.
         if (op.is_first() || op.pos == pkt::Position::none) {
             MsgRec& m = f.msgs[f.nmsgs % kMsgs];
@@ -672,7 +673,7 @@ constexpr MsgArgs kMsgArgs[] = {
     {Msg::conf_mtu_invalid, "a"},
     {Msg::conf_udp_sport, "ab"},
     {Msg::conf_opcode_seq, "wW"},
-    {Msg::conf_psn_window, "a"},
+    {Msg::conf_psn_window, "ab"},
     {Msg::conf_resp_unsolicited, "a"},
     {Msg::conf_resp_no_request, ""},
     {Msg::conf_resp_opcode, "awW"},

@@ -171,6 +171,11 @@ TEST_CASE("conform: rules across packets", "[conform]") {
         v[1] = rc(true, op::write_first, 101, 1024, 11, [](pkt::Headers& h) { h.reth.dma_len = 1088; });
         one(v, ConfRule::opcode_seq, 2, 101);
     }
+    SECTION("psn.window: a request 2^23 + 10 PSNs ahead") {
+        auto v = clean();
+        v.push_back(rc(true, op::send_only, (106 + (1u << 23) + 10) & 0xFFFFFF, 64, 90));
+        one(v, ConfRule::psn_window, 12, (106 + (1u << 23) + 10) & 0xFFFFFF);
+    }
     SECTION("resp.unsolicited: an ACK for a PSN never sent") {
         auto v = clean();
         v.push_back(rc(false, op::acknowledge, 106 + 4096, 0, 90, [](pkt::Headers& h) { h.aeth = aeth(pkt::AethType::ack, 31, 4); }));
