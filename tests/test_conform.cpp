@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <new>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -15,6 +16,24 @@
 #include "packet/bytes.hpp"
 #include "packet/icrc.hpp"
 #include "packet/parse.hpp"
+
+// Allocations counted while g_count is set: the monitor's per-frame path must make none.
+namespace {
+bool g_count = false;
+size_t g_allocs = 0;
+}  // namespace
+// malloc/free under operator new/delete, as a whole: GCC cannot see that every delete pairs with
+// this new.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(size_t n) {
+    if (g_count) ++g_allocs;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 using namespace hcaemu;
 using port::ConfRule;
@@ -117,6 +136,23 @@ void one(const std::vector<Fr>& frames, ConfRule rule, uint64_t frame, uint32_t 
 
 TEST_CASE("conform: a clean conversation names nothing", "[conform]") {
     CHECK(run(clean()).empty());
+}
+
+TEST_CASE("conform: no allocation per frame, violations included", "[conform]") {
+    auto v = clean();
+    v.push_back(rc(false, op::acknowledge, 106 + 4096, 0, 90, [](pkt::Headers& h) { h.aeth = aeth(pkt::AethType::ack, 31, 4); }));
+    v[4].b[v[4].b.size() - 1] ^= 0xFF;  // and a bad ICRC
+    port::ConformMonitor mon;
+    g_allocs = 0;
+    g_count = true;
+    uint64_t n = 0;
+    for (int round = 0; round < 2; ++round) {
+        mon.reset();
+        for (const Fr& f : v) mon.frame(f.b, f.ts, ++n);
+    }
+    g_count = false;
+    CHECK(g_allocs == 0);
+    CHECK(mon.stats().violations == 2);
 }
 
 TEST_CASE("conform: per-packet rules", "[conform]") {
