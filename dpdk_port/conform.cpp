@@ -507,9 +507,7 @@ void ConformMonitor::on_response(Ctx& c) {
 
 // Packet PSN - `first` of a READ of `len` bytes: the opcode and length its place asks for. False
 // with `v` filled when it is not that.
-static bool read_packet_ok(const ConformMonitor::Ctx& c, const MsgRec& m, uint32_t first, uint32_t len, uint32_t pmtu,
-                           Violation& v) {
-    (void)m;
+static bool read_packet_ok(const ConformMonitor::Ctx& c, uint32_t first, uint32_t len, uint32_t pmtu, Violation& v) {
     const pkt::OpcodeInfo& op = *c.p.op;
     const uint32_t k = uint32_t(psn_diff(c.p.h.bth.psn, first));
     const uint32_t npkts = len == 0 ? 1 : pmtu ? (len + pmtu - 1) / pmtu : 1;
@@ -558,8 +556,8 @@ void ConformMonitor::check_read_response(Ctx& c, Flow& req) {
     const uint32_t pmtu = c.f->pmtu;
     if (pmtu || op.pos == pkt::Position::only) {
         Violation v = c.v(ConfRule::read_opcode);
-        if (!read_packet_ok(c, *m, m->psn, m->len, pmtu, v) &&
-            !(m->re_len && psn_diff(psn, m->re_psn) >= 0 && read_packet_ok(c, *m, m->re_psn, m->re_len, pmtu, v)))
+        if (!read_packet_ok(c, m->psn, m->len, pmtu, v) &&
+            !(m->re_len && psn_diff(psn, m->re_psn) >= 0 && read_packet_ok(c, m->re_psn, m->re_len, pmtu, v)))
             report(v);
     }
     // A READ response acknowledges every request before it, and its READ up to this PSN.
