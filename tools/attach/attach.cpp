@@ -25,7 +25,9 @@ const char* const kAttachHelp =
     "  --link-mtu N        the Ethernet MTU (default 1500: RoCE active MTU 1024)\n"
     "  --pcap FILE         write every frame sent and received to FILE\n"
     "  --inject RULE       event injection (repeatable), e.g. \"drop dir=tx op=WRITE_MIDDLE psn=5\";\n"
-    "                      injected frames are noted in FILE.notes (docs/inject.md)\n";
+    "                      injected frames are noted in FILE.notes (docs/inject.md)\n"
+    "  --conform           check every frame on the wire against the spec's rules; the counts\n"
+    "                      per rule are link counters conform_* (docs/conform.md)\n";
 
 namespace {
 
@@ -106,6 +108,10 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
     const size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
     const std::string inline_value = eq == std::string::npos ? "" : a.substr(eq + 1);
     if (eq != std::string::npos) a.resize(eq);
+    if (a == "--conform" && eq == std::string::npos) {  // a flag
+        o.conform = true;
+        return 1;
+    }
     // Not "--port": ibv_rc_pingpong and perftest take it for the TCP port.
     if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu" &&
         a != "--inject")
@@ -186,9 +192,11 @@ std::vector<std::string> split_eal(const std::string& s) {
 Attached::~Attached() {
     // The engine goes before the device and the port it uses; the capture is flushed last.
     hca_.reset();
+    if (conform_) std::fputs(conform_report().c_str(), stderr);
     dev_.reset();
     net_.reset();
     inject_.reset();
+    conform_.reset();
     dpdk_.reset();
     if (eal_) port::close_all_ports();  // the vdevs no DpdkPort took (a failed open, --dpdk-port)
     if (pcap_) pcap_->flush();
@@ -241,7 +249,13 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     }
     // The HCA -> NetPort (ARP/ND, capture) -> InjectPort -> the ethdev: the capture shows what the
     // HCA sent and received, with notes on injected frames (docs/inject.md).
-    a->inject_ = std::make_unique<port::InjectPort>(*a->dpdk_, a->clock_);
+    // --conform: the monitor right above the ethdev, below the injection: it checks the wire.
+    port::Port* wire = a->dpdk_.get();
+    if (o.conform) {
+        a->conform_ = std::make_unique<port::ConformPort>(*a->dpdk_, a->clock_);
+        wire = a->conform_.get();
+    }
+    a->inject_ = std::make_unique<port::InjectPort>(*wire, a->clock_);
     for (const std::string& r : o.inject) {
         std::string msg;
         if (!a->inject_->add(r, msg)) {
@@ -318,6 +332,21 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
         }
         if (!hca_->poll()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+}
+
+std::string Attached::conform_report() const {
+    if (!conform_ || !conform_->monitor().stats().violations) return "";
+    const port::ConformStats s = conform_->monitor().stats();
+    std::string out = "hcaemu --conform: " + std::to_string(s.violations) + " violations in " +
+                      std::to_string(s.frames) + " frames on the wire:";
+    for (size_t i = 0; i < port::kConfRuleCount; ++i)
+        if (const uint64_t n = conform_->monitor().count(port::ConfRule(i)))
+            out += std::string(" ") + port::kConfRules[i].id + "=" + std::to_string(n);
+    out += "\n";
+    std::array<port::Violation, port::ConformPort::kRecent> rec;
+    const uint32_t n = conform_->recent(rec);
+    for (uint32_t i = n > 16 ? n - 16 : 0; i < n; ++i) out += "  " + port::describe(rec[i], pkt::Lang::en) + "\n";
+    return out;
 }
 
 std::string Attached::stats_text() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dpdk_port/clock.hpp"
+#include "dpdk_port/conform.hpp"
 #include "dpdk_port/dpdk.hpp"
 #include "dpdk_port/inject.hpp"
 #include "dpdk_port/net_port.hpp"
@@ -29,6 +30,7 @@ struct AttachOptions {
     uint32_t link_mtu = 1500;        // --link-mtu N: the Ethernet MTU
     std::vector<std::string> inject; // --inject RULE (repeatable; HCAEMU_INJECT: "RULE; RULE"), docs/inject.md
     bool inject_notes = false;       // note injected frames in the capture even with no rule at start (hcaemud)
+    bool conform = false;            // --conform (HCAEMU_CONFORM=1): the conformance monitor on the wire, docs/conform.md
 };
 
 // The attach options' help lines, for a subcommand's --help.
@@ -69,6 +71,7 @@ public:
     port::NetPort& net() { return *net_; }
     port::DpdkPort& dpdk() { return *dpdk_; }  // link statistics (hcaemud's counters)
     port::InjectPort& inject() { return *inject_; }  // event injection between the ethdev and the IP side
+    const port::ConformPort* conform() const { return conform_.get(); }  // nullptr without --conform
     const pkt::Ip6& gid() const { return ip_.gid; }  // our address as a GID
     int gid_index() const { return gid_index_; }       // its index in the GID table
     uint64_t now_ns() const { return clock_.now_ns(); }
@@ -85,6 +88,9 @@ public:
     cm::Agent& cm() { return *cm_; }  // the device's CM agent on QP1 (tools/cm)
     // Counters worth a look after a run, one "name value" per line (non-zero ones only).
     std::string stats_text() const;
+    // With --conform and violations: their counts per rule and the latest 16, described ("" else).
+    // The destructor prints it on stderr.
+    std::string conform_report() const;
 
 private:
     Attached() = default;
@@ -92,6 +98,7 @@ private:
     IpPrefix ip_;
     int gid_index_ = 1;
     std::unique_ptr<port::DpdkPort> dpdk_;
+    std::unique_ptr<port::ConformPort> conform_;  // between the ethdev and InjectPort: sees the wire
     std::unique_ptr<port::InjectPort> inject_;
     std::unique_ptr<port::NetPort> net_;
     std::unique_ptr<port::PcapWriter> pcap_;

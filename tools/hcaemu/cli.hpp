@@ -38,6 +38,7 @@ int cmd_res(int argc, char** argv);
 int cmd_stat(int argc, char** argv);
 int cmd_exec(int argc, char** argv);
 int cmd_inject(int argc, char** argv);
+int cmd_conform(int argc, char** argv);
 // --stats of pingpong and perf: each injection rule, "inject #ID hits N matched M RULE" (stderr).
 void print_inject_stats(api::Context& ctx);
 int cmd_ladder(int argc, char** argv);

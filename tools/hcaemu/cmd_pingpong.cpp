@@ -187,6 +187,8 @@ void print_stats(api::Context& ctx) {
     if (ctx.read_stats(st) != Status::ok) return;
     for (const auto& [n, v] : st.device)
         if (v) std::fprintf(stderr, "%-28s %llu\n", n.c_str(), static_cast<unsigned long long>(v));
+    for (const auto& [n, v] : st.link)  // --conform: the monitor's counts per rule
+        if (v && n.rfind("conform_", 0) == 0) std::fprintf(stderr, "%-28s %llu\n", n.c_str(), static_cast<unsigned long long>(v));
     print_inject_stats(ctx);
 }
 

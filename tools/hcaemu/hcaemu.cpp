@@ -32,6 +32,8 @@ constexpr const char* kHelp =
     "                      arrows per packet, retransmissions, NAKs and drops marked\n"
     "  exec -- PROGRAM     runs an unmodified verbs program (perftest, ibv_rc_pingpong) on hcaemu\n"
     "  inject add|list|del event injection rules of a running hcaemud (--device unix:PATH)\n"
+    "  conform FILE.pcap   checks every RoCE v2 packet of a capture against the spec's rules, per\n"
+    "                      QP and across packets: each violation with its frame, PSN and rule\n"
     "\n"
     "`hcaemu SUBCOMMAND --help` explains a subcommand's options.\n"
     "Exit status: 0 success, 1 the job found a problem, 2 bad arguments or unreadable input;\n"
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
     if (sub == "ladder") return hcaemu::tools::cmd_ladder(argc - 1, argv + 1);
     if (sub == "exec") return hcaemu::tools::cmd_exec(argc - 1, argv + 1);
     if (sub == "inject") return hcaemu::tools::cmd_inject(argc - 1, argv + 1);
+    if (sub == "conform") return hcaemu::tools::cmd_conform(argc - 1, argv + 1);
     std::fprintf(stderr, "hcaemu: unknown subcommand '%s'\n\n%s", sub.c_str(), kHelp);
     return hcaemu::tools::kExitUsage;
 }

@@ -1270,7 +1270,10 @@ Msg Ops::read_counters(Engine& en, const Req& in) {
     switch (ctl::CounterSet(r.set)) {
     case ctl::CounterSet::device: all = api::device_counts(en.dev_.counters()); break;
     case ctl::CounterSet::net: all = api::net_counts(en.att_.net().net_stats()); break;
-    case ctl::CounterSet::link: all = api::link_counts(en.att_.dpdk()); break;
+    case ctl::CounterSet::link:
+        all = api::link_counts(en.att_.dpdk());
+        api::add_conform_counts(en.att_, all);
+        break;
     default: all = daemon_counts(en); break;
     }
     auto rep = std::make_unique<ctl::CountersRep>();

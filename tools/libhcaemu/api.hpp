@@ -204,6 +204,9 @@ public:
         out.clear();
         return Status::not_supported;
     }
+    // An in-process HCA with --conform (HCAEMU_CONFORM=1): its violations, counted and the latest
+    // described (docs/conform.md); "" when none or not monitored.
+    virtual std::string conform_report() { return ""; }
 };
 
 // "unix:PATH": the daemon listening on PATH; "" or "local": an in-process HCA attached with

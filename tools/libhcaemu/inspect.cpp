@@ -121,6 +121,21 @@ void collect_stats(tools::Attached& a, Stats& out) {
     out.device = device_counts(a.dev().counters());
     out.net = net_counts(a.net().net_stats());
     out.link = link_counts(a.dpdk());
+    add_conform_counts(a, out.link);
+}
+
+void add_conform_counts(const tools::Attached& a, Counts& out) {
+    const port::ConformPort* c = a.conform();
+    if (!c) return;
+    const port::ConformStats s = c->monitor().stats();
+    out.emplace_back("conform_frames", s.frames);
+    out.emplace_back("conform_violations", s.violations);
+    for (size_t i = 0; i < port::kConfRuleCount; ++i) {
+        std::string n = std::string("conform_") + port::kConfRules[i].id;
+        for (char& ch : n)
+            if (ch == '.') ch = '_';
+        out.emplace_back(n, c->monitor().count(port::ConfRule(i)));
+    }
 }
 
 }  // namespace hcaemu::api

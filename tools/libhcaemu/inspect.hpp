@@ -40,6 +40,8 @@ void res_walk(const Device& dev, ResKind kind, const std::function<void(uint32_t
 Counts device_counts(const Counters& c);
 Counts net_counts(const port::NetStats& n);
 Counts link_counts(port::DpdkPort& d);
+// With --conform: the monitor's frames and its count per rule ("conform_resp_unsolicited"), appended.
+void add_conform_counts(const tools::Attached& a, Counts& out);
 // All three of an attached HCA. `daemon` is left as it is.
 void collect_stats(tools::Attached& a, Stats& out);
 

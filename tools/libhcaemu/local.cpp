@@ -299,6 +299,7 @@ public:
         id = at_->inject().add(rule, msg);
         return id ? Status::ok : Status::invalid_argument;
     }
+    std::string conform_report() override { return at_->conform_report(); }
     Status inject_del(uint32_t id) override { return at_->inject().del(id) ? Status::ok : Status::bad_handle; }
     Status inject_list(std::vector<InjectEntry>& out) override {
         out.clear();

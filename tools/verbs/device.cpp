@@ -200,6 +200,9 @@ __attribute__((destructor)) void stop_progress_at_exit() {
             if (auto n = w.lock()) live.push_back(std::move(n));
     }
     for (auto& n : live) n->halt();
+    // A local HCA is never destroyed: HCAEMU_CONFORM's report goes out here.
+    for (auto& n : live)
+        if (n->local && n->api) std::fputs(n->api->conform_report().c_str(), stderr);
 }
 
 Dev* dev_of(ibv_device* d) {
@@ -243,13 +246,15 @@ void scan() {
 }
 
 // The attach options of a `local` HCA, from the variables named as the CLI's options:
-// HCAEMU_EAL (--eal), HCAEMU_DPDK_PORT, HCAEMU_IP, HCAEMU_MAC, HCAEMU_PCAP, HCAEMU_LINK_MTU, HCAEMU_INJECT.
+// HCAEMU_EAL (--eal), HCAEMU_DPDK_PORT, HCAEMU_IP, HCAEMU_MAC, HCAEMU_PCAP, HCAEMU_LINK_MTU, HCAEMU_INJECT, HCAEMU_CONFORM.
 bool attach_from_env(tools::AttachOptions& o, std::string& err) {
     static const struct {
         const char* var;
         const char* opt;
     } kVars[] = {{"HCAEMU_EAL", "--eal"},   {"HCAEMU_DPDK_PORT", "--dpdk-port"}, {"HCAEMU_IP", "--ip"},
                  {"HCAEMU_MAC", "--mac"},   {"HCAEMU_PCAP", "--pcap"},           {"HCAEMU_LINK_MTU", "--link-mtu"}};
+    // HCAEMU_CONFORM=1: --conform (docs/conform.md).
+    if (const char* cf = std::getenv("HCAEMU_CONFORM"); cf && std::string(cf) == "1") o.conform = true;
     // HCAEMU_INJECT: rules separated by ';', each as one --inject (docs/inject.md).
     if (const char* inj = std::getenv("HCAEMU_INJECT"))
         for (std::string rule : port::split_inject_rules(inj)) {

@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""Peer behaviour report (issue 15): a plan of scenarios run against a peer HCA that serves
+ibv_rc_pingpong (Linux rxe, a hardware HCA, or hcaemu's own `hcaemu pingpong`). Each scenario is
+one `hcaemu pingpong` client run with one event injection rule (docs/inject.md) and a capture; a
+measurement read from the capture; the conformance monitor's violations (`hcaemu conform`); and a
+ladder diagram (`hcaemu ladder`). The report is Markdown (REPORT.md) and JSON (REPORT.json) with
+one SVG per scenario, in --out DIR.
+
+The peer (the device under test) is started per scenario by --server-cmd (a shell command; {port}
+is replaced by the TCP port), or is already listening (--peer-port, then it must serve one run per
+scenario, as `ibv_rc_pingpong` restarted by a loop does).
+
+usage: probe.py --hcaemu HCAEMU --attach "ATTACH OPTIONS" --peer HOST --out DIR
+                [--server-cmd CMD] [--size N] [--iters N] [--only NAME,...]"""
+import argparse
+import json
+import os
+import shlex
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ACK, RC_SEND_MAX, CNP = 0x11, 0x05, 0x81
+TIMEOUT_CODE = 14  # the QP timeout ibv_rc_pingpong and hcaemu pingpong set: 4.096 us * 2^14
+RNR_TIMER = 14     # the RNR NAK timer code forged: 1.28 ms (IBTA table 45)
+
+
+def rnr_us(code):
+    t = [655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840, 5120,
+         7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520]
+    return t[code]
+
+
+# name, the injection rule (the prober's side), what it asks of the peer
+SCENARIOS = [
+    ("lost_request", "drop dir=tx op=send nth=2",
+     "one request packet lost on the way to the peer: the peer NAKs the gap (PSN sequence error) at the next packet"),
+    ("lost_response", "drop dir=rx op=ack nth=1",
+     "one ACK of the peer lost: the peer answers the retransmitted (duplicate) request again"),
+    ("nak_retransmit", "nak-seq dir=tx op=ack",
+     "the peer's request answered by a NAK sequence error: it goes back to the NAK's PSN"),
+    ("timeout", "ack-withhold dir=tx op=ack",
+     "the ACK for the peer's request withheld: it retransmits after its transport timer"),
+    ("rnr", f"rnr dir=tx op=ack timer={RNR_TIMER}",
+     f"the peer's request answered by an RNR NAK (timer {RNR_TIMER}: {rnr_us(RNR_TIMER)} us): it waits, then resends"),
+    ("ghost_ack", "ghost-ack dir=tx op=ack",
+     "an ACK for a PSN the peer never sent (+4096): the peer ignores it"),
+    ("unexpected_opcode", "unexpected-op dir=tx op=ack",
+     "a READ response Only for a PSN of the peer's SEND: the peer does not take it as data"),
+    ("cnp_on_ce", "ecn dir=tx op=send count=all",
+     "every request to the peer marked ECN CE: the peer, as a DCQCN notification point, sends CNPs"),
+]
+
+
+def frames(path):
+    """RoCE v2 frames of a classic pcap (IPv4): dicts n, ts (s), src, op, qp, psn, syn, len."""
+    out = []
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return out
+    nano = struct.unpack_from("<I", data)[0] == 0xA1B23C4D
+    off, n = 24, 0
+    while off + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack_from("<IIII", data, off)
+        p = data[off + 16:off + 16 + caplen]
+        off += 16 + caplen
+        n += 1
+        if len(p) < 54 or p[12:14] != b"\x08\x00" or p[23] != 17 or struct.unpack_from(">H", p, 36)[0] != 4791:
+            continue
+        op = p[42]
+        out.append(dict(n=n, ts=sec + frac * (1e-9 if nano else 1e-6), src=socket.inet_ntoa(p[26:30]), op=op,
+                        qp=int.from_bytes(p[47:50], "big"), psn=int.from_bytes(p[51:54], "big"),
+                        ecn=p[15] & 3, syn=p[54] if op in (ACK, 0x12, 0x0D, 0x0F, 0x10) and len(p) > 58 else None))
+    return out
+
+
+def notes(path):
+    try:
+        with open(path + ".notes") as f:
+            return {int(line.split("\t")[0]): line.rstrip("\n").split("\t", 1)[1] for line in f}
+    except FileNotFoundError:
+        return {}
+
+
+def psn_after(a, b):
+    return ((a - b) & 0xFFFFFF) not in (0,) and ((a - b) & 0xFFFFFF) < (1 << 23)
+
+
+def measure(name, fr, nt, me):
+    """The scenario's measurement, from the prober's capture. `me`: the prober's IP."""
+    peer = [f for f in fr if f["src"] != me]
+    mine = [f for f in fr if f["src"] == me]
+    peer_req = [f for f in peer if f["op"] <= RC_SEND_MAX]
+    touched = sorted(nt)
+    m = {}
+    if name == "lost_request":
+        lost = [f for f in mine if f["n"] in nt and "dropped" in nt[f["n"]]]
+        naks = [f for f in peer if f["op"] == ACK and f["syn"] is not None and (f["syn"] & 0x60) == 0x60]
+        m["lost_psn"] = lost[0]["psn"] if lost else None
+        m["nak_psn"] = naks[0]["psn"] if naks else None
+        if lost and naks:
+            nxt = [f for f in mine if f["n"] > lost[0]["n"] and f["op"] <= RC_SEND_MAX]
+            if nxt:
+                m["nak_latency_us"] = round((naks[0]["ts"] - nxt[0]["ts"]) * 1e6, 1)
+        resent = [f for f in mine if lost and f["n"] > lost[0]["n"] and f["psn"] == lost[0]["psn"]]
+        m["resent_from_lost_psn"] = bool(resent)
+        m["verdict"] = "ok" if lost and naks and naks[0]["psn"] == lost[0]["psn"] else "no NAK for the lost PSN"
+    elif name in ("nak_retransmit", "timeout", "rnr", "lost_response"):
+        # The frame our injection touched (a response replaced or withheld, or one received dropped).
+        hit = [f for f in fr if f["n"] in nt]
+        m["injected_frame"] = hit[0]["n"] if hit else None
+        if hit:
+            h = hit[0]
+            before = [f for f in peer_req if f["n"] < h["n"]]
+            if name == "lost_response":
+                # Our requester resends; the peer must answer the duplicate.
+                dup = None
+                sent = set()
+                for f in mine:
+                    if f["op"] <= RC_SEND_MAX:
+                        if f["psn"] in sent and f["n"] > h["n"]:
+                            dup = f
+                            break
+                        sent.add(f["psn"])
+                m["our_retransmission"] = dup["psn"] if dup else None
+                if dup:
+                    ans = [f for f in peer if f["n"] > dup["n"] and f["op"] == ACK]
+                    m["duplicate_answered"] = bool(ans)
+                    if ans:
+                        m["duplicate_ack_latency_us"] = round((ans[0]["ts"] - dup["ts"]) * 1e6, 1)
+                m["verdict"] = "ok" if not dup or m.get("duplicate_answered") else "duplicate not answered"
+            else:
+                # The peer's first PSN sent again after our injected answer (from PSN seen before).
+                restart = None
+                for f in peer_req:
+                    if f["n"] > h["n"] and any(b["psn"] == f["psn"] for b in before):
+                        restart = f
+                        break
+                m["restart_psn"] = restart["psn"] if restart else None
+                m["answered_psn"] = h["psn"]
+                if restart:
+                    lat = restart["ts"] - h["ts"]
+                    if name == "timeout":
+                        last = [f for f in before if f["psn"] == restart["psn"]]
+                        lat = restart["ts"] - (last[-1]["ts"] if last else h["ts"])
+                        m["configured_timeout_us"] = round(4.096 * 2 ** TIMEOUT_CODE, 1)
+                    m["retransmission_latency_us"] = round(lat * 1e6, 1)
+                    if name == "rnr":
+                        m["rnr_timer_us"] = rnr_us(RNR_TIMER)
+                m["verdict"] = ("ok" if restart and (name != "nak_retransmit" or restart["psn"] == h["psn"])
+                                and (name != "rnr" or m["retransmission_latency_us"] >= rnr_us(RNR_TIMER))
+                                else "no retransmission" if not restart else "restart not at the answered PSN"
+                                if name == "nak_retransmit" else "RNR timer not waited")
+    elif name in ("ghost_ack", "unexpected_opcode"):
+        m["forged_frames"] = len(touched)
+        m["peer_naks"] = sum(1 for f in peer if f["op"] == ACK and f["syn"] is not None and (f["syn"] & 0x60) == 0x60)
+        m["verdict"] = "ok: ignored" if m["peer_naks"] == 0 else "the peer NAKed"
+    elif name == "cnp_on_ce":
+        ce = [f for f in mine if f["n"] in nt]
+        cnps = [f for f in peer if f["op"] == CNP]
+        m["ce_marked"] = len(ce)
+        m["cnps"] = len(cnps)
+        m["cnp_qps"] = sorted({f["qp"] for f in cnps})
+        if len(cnps) > 1:
+            m["min_cnp_interval_us"] = round(min(b["ts"] - a["ts"] for a, b in zip(cnps, cnps[1:])) * 1e6, 1)
+        m["verdict"] = "ok" if cnps else "no CNP (the peer is not a DCQCN notification point)"
+    return m
+
+
+def run_one(a, name, rule, out):
+    pc = os.path.join(out, f"{name}.pcap")
+    for p in (pc, pc + ".notes"):
+        if os.path.exists(p):
+            os.remove(p)
+    port = a.peer_port or free_port()
+    srv = None
+    if a.server_cmd:
+        srv = subprocess.Popen(a.server_cmd.format(port=port), shell=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(0.5)
+    cli = ([a.hcaemu, "pingpong", "-p", str(port), "-s", str(a.size), "-n", str(a.iters), "-g", str(a.gid), "-c",
+            "--timeout", "20"] + shlex.split(a.attach) + ["--pcap", pc, "--inject", rule, a.peer])
+    try:
+        r = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        rc, err = r.returncode, r.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = -999, "timed out"
+    srv_rc = None
+    if srv:
+        try:
+            srv.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(srv.pid, 9)  # our own child's session
+            srv.wait()
+        srv_rc = srv.returncode
+    fr = frames(pc) if os.path.exists(pc) else []
+    nt = notes(pc)
+    me = a.attach.split("--ip")[1].split()[0].split("/")[0] if "--ip" in a.attach else ""
+    conf = subprocess.run([a.hcaemu, "conform", "--json", pc], capture_output=True, text=True, timeout=60)
+    lines = [json.loads(x) for x in conf.stdout.splitlines() if x.startswith("{")]
+    viol = [x for x in lines if "rule" in x]
+    svg = os.path.join(out, f"{name}.svg")
+    subprocess.run([a.hcaemu, "ladder", pc, "-o", svg], capture_output=True, timeout=60)
+    return dict(name=name, rule=rule, prober_exit=rc, peer_exit=srv_rc, prober_stderr=err.strip()[-400:],
+                frames=len(fr), injected=[f"{k}: {v}" for k, v in sorted(nt.items())],
+                measurement=measure(name, fr, nt, me),
+                # The peer's violations; the prober's own (its forged frames) apart.
+                violations=[vd(v) for v in viol if v["src"] != me],
+                ours=[vd(v) for v in viol if v["src"] == me],
+                capture=os.path.basename(pc), ladder=os.path.basename(svg) if os.path.exists(svg) else None)
+
+
+def vd(v):
+    return dict(frame=v["frame"], rule=v["rule"], psn=v["psn"], qp=v["qp"], src=v["src"], message=v["message"],
+                cite=v["cite"])
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def markdown(results, a):
+    lines = ["# Peer behaviour report", "",
+             f"Peer: `{a.peer}`; prober: `hcaemu pingpong -s {a.size} -n {a.iters}` with one injection rule per "
+             "scenario (docs/inject.md); violations from the conformance monitor (docs/conform.md).", "",
+             "| scenario | rule | verdict | measurement | the peer's violations |", "|---|---|---|---|---|"]
+    for r in results:
+        m = {k: v for k, v in r["measurement"].items() if k != "verdict"}
+        lines.append(f"| {r['name']} | `{r['rule']}` | {r['measurement'].get('verdict')} | "
+                     f"{', '.join(f'{k}={v}' for k, v in m.items())} | {len(r['violations'])} |")
+    for r in results:
+        desc = next(d for n, _, d in SCENARIOS if n == r["name"])
+        lines += ["", f"## {r['name']}", "", desc + ".", "",
+                  f"Rule `{r['rule']}`; prober exit {r['prober_exit']}, peer exit {r['peer_exit']}; "
+                  f"{r['frames']} RoCE v2 frames in `{r['capture']}`.", ""]
+        for k, v in r["measurement"].items():
+            lines.append(f"- {k}: {v}")
+        if r["injected"]:
+            lines += ["", "Injected:", ""] + [f"- {x}" for x in r["injected"]]
+        for title, vs in (("The peer's violations", r["violations"]), ("The prober's own (injected)", r["ours"])):
+            if title.startswith("The prober") and not vs:
+                continue
+            lines += ["", f"{title}:" if vs else f"{title}: none."]
+            for v in vs:
+                lines.append(f"- frame {v['frame']} from {v['src']} QP {v['qp']} PSN {v['psn']}: {v['message']} "
+                             f"[{v['rule']}, {v['cite']}]")
+        if r["ladder"]:
+            lines += ["", f"![{r['name']}]({r['ladder']})"]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hcaemu", required=True)
+    ap.add_argument("--attach", required=True, help="the prober's attach options: --eal ... --ip A/N [--mac M]")
+    ap.add_argument("--peer", required=True, help="the peer's host for the out-of-band TCP exchange")
+    ap.add_argument("--peer-port", type=int, help="the peer's TCP port when it is already listening")
+    ap.add_argument("--server-cmd", help="starts the peer per scenario; {port}: the TCP port")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--gid", type=int, default=1)
+    ap.add_argument("--only", help="scenario names, comma-separated")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    want = set(a.only.split(",")) if a.only else None
+    results = []
+    for name, rule, _ in SCENARIOS:
+        if want and name not in want:
+            continue
+        results.append(run_one(a, name, rule, a.out))
+        print(f"{name}: {results[-1]['measurement'].get('verdict')}", flush=True)
+    with open(os.path.join(a.out, "REPORT.json"), "w") as f:
+        json.dump(dict(peer=a.peer, size=a.size, iters=a.iters, scenarios=results), f, indent=1)
+    with open(os.path.join(a.out, "REPORT.md"), "w") as f:
+        f.write(markdown(results, a))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

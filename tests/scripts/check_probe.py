@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""The peer behaviour report (scripts/probe.py, docs/probe.md) against hcaemu's own `hcaemu
+pingpong` server over net_memif: every scenario runs, the report's measurements are the ones the
+spec asks of a peer (the NAK names the lost PSN, the restart is at the NAK's PSN, the RNR timer and
+the transport timer are waited out, a ghost ACK and an unexpected opcode are ignored), the peer
+has no violation, the prober's forged frames are named as its own, and REPORT.md, REPORT.json and
+one ladder SVG per scenario are written.
+
+usage: check_probe.py --hcaemu HCAEMU"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proclib  # noqa: E402
+from proclib import expect, memif  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hcaemu", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hcaemu-probe-") as tmp:
+        sock = os.path.join(tmp, "m.sock")
+        srv = (f"{a.hcaemu} pingpong -p {{port}} -s 4096 -n 5 -g 1 -c --timeout 20 "
+               f"--eal '{proclib.eal(0, memif('server', sock), mem=256)}' --ip 198.18.0.1/24 --mac 52:54:00:18:00:01")
+        att = f"--eal '{proclib.eal(1, memif('client', sock), mem=256)}' --ip 198.18.0.2/24 --mac 52:54:00:18:00:02"
+        out = os.path.join(tmp, "out")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "probe.py"), "--hcaemu", a.hcaemu,
+                            "--attach", att, "--peer", "127.0.0.1", "--out", out, "--server-cmd", srv],
+                           capture_output=True, text=True, timeout=280)
+        expect("probe: exit 0", r.returncode == 0, r.stdout + r.stderr)
+        try:
+            rep = json.load(open(os.path.join(out, "REPORT.json")))
+        except (OSError, ValueError) as e:
+            expect("probe: REPORT.json", False, str(e))
+            return proclib.report()
+        sc = {s["name"]: s for s in rep["scenarios"]}
+        expect("probe: all 8 scenarios", len(sc) == 8, list(sc))
+        for n, s in sc.items():
+            expect(f"{n}: both ends exit 0, no violation by the peer, a ladder",
+                   s["prober_exit"] == 0 and s["peer_exit"] == 0 and not s["violations"] and s["ladder"]
+                   and os.path.getsize(os.path.join(out, s["ladder"])) > 1000, s)
+        m = {n: s["measurement"] for n, s in sc.items()}
+        expect("lost_request: the peer NAKs the lost PSN", m["lost_request"]["lost_psn"] is not None
+               and m["lost_request"]["nak_psn"] == m["lost_request"]["lost_psn"] and m["lost_request"]["nak_latency_us"] >= 0,
+               m["lost_request"])
+        expect("lost_response: our retransmission answered", m["lost_response"].get("duplicate_answered") is True,
+               m["lost_response"])
+        expect("nak_retransmit: the peer restarts at the NAK's PSN",
+               m["nak_retransmit"]["restart_psn"] == m["nak_retransmit"]["answered_psn"] is not None, m["nak_retransmit"])
+        expect("rnr: the peer waits at least the RNR timer (1280 us)",
+               m["rnr"]["retransmission_latency_us"] >= 1280 and m["rnr"]["restart_psn"] == m["rnr"]["answered_psn"], m["rnr"])
+        # Times are the prober's receive stamps: on a loaded machine the first transmission may be
+        # stamped late (seen up to 7 ms here), so only a retransmission far sooner than the timer fails.
+        expect("timeout: the peer retransmits after its transport timer (67108.9 us; half of it at least, as stamped)",
+               m["timeout"]["configured_timeout_us"] == 67108.9
+               and m["timeout"]["retransmission_latency_us"] >= 0.5 * 67108.9, m["timeout"])
+        for n in ("ghost_ack", "unexpected_opcode"):
+            expect(f"{n}: ignored; the forged frame is named as the prober's",
+                   m[n]["peer_naks"] == 0 and m[n]["forged_frames"] == 1 and len(sc[n]["ours"]) == 1, sc[n])
+        expect("ghost_ack: the prober's ghost is resp.unsolicited", sc["ghost_ack"]["ours"][0]["rule"] == "resp.unsolicited",
+               sc["ghost_ack"]["ours"])
+        expect("unexpected_opcode: the prober's forged frame is resp.opcode",
+               sc["unexpected_opcode"]["ours"][0]["rule"] == "resp.opcode", sc["unexpected_opcode"]["ours"])
+        expect("cnp_on_ce: 20 requests marked; hcaemu sends no CNP yet (DCQCN is not done)",
+               m["cnp_on_ce"]["ce_marked"] == 20 and m["cnp_on_ce"]["cnps"] == 0, m["cnp_on_ce"])
+        md = open(os.path.join(out, "REPORT.md")).read()
+        expect("probe: REPORT.md has a section and a ladder per scenario",
+               all(f"## {n}" in md and f"![{n}]({n}.svg)" in md for n in sc), md[:2000])
+    return proclib.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
