@@ -82,6 +82,19 @@ public:
     Device& device() { return dev_; }
     const HcaConfig& config() const { return cfg_; }
 
+    // DCQCN (transport/dcqcn.hpp, docs/dcqcn.md): its parameters, which may change at any time;
+    // the observer sees each step of the RP (tests, traces); a QP's state (null: no such QP).
+    void set_dcqcn(const DcqcnParams& p) { dcqcn_ = p; }
+    const DcqcnParams& dcqcn() const { return dcqcn_; }
+    void set_dcqcn_observer(DcqcnObserver fn, void* ctx) { dcqcn_obs_ = fn; dcqcn_obs_ctx_ = ctx; }
+    void dcqcn_observe(const DcqcnEvent& ev) {
+        if (dcqcn_obs_) dcqcn_obs_(dcqcn_obs_ctx_, ev);
+    }
+    const DcqcnQp* dcqcn_state(uint32_t qpn) const {
+        const QpCtx* c = ctx(qpn);
+        return c ? &c->dcqcn : nullptr;
+    }
+
     // QpListener: the device tells the transport what software did.
     void qp_modified(QpObj& qp, QpState from) override;
     void qp_error(QpObj& qp) override;
@@ -216,6 +229,9 @@ private:
     uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;
     void* trace_ctx_ = nullptr;
+    DcqcnParams dcqcn_;
+    DcqcnObserver dcqcn_obs_ = nullptr;
+    void* dcqcn_obs_ctx_ = nullptr;
 };
 
 template <class Fill>
