@@ -49,6 +49,12 @@ public:
     uint64_t threshold = UINT64_MAX;
     bool marking = true;
     uint64_t marked = 0;
+    struct In {
+        uint64_t t;
+        uint32_t len;
+        uint32_t dest_qp;
+    };
+    std::vector<In> input;  // each frame side 0 sent, when
 
     bool alloc(port::Frame& f) override {
         pump();
@@ -71,6 +77,8 @@ public:
                 dep = last_dep_;
             }
             q_.push_back({f, dep});
+            const size_t bth = kIpOff + 20 + 8;
+            input.push_back({now, f.len, f.len > bth + 8 ? uint32_t(f.data[bth + 5] << 16 | f.data[bth + 6] << 8 | f.data[bth + 7]) : 0});
             queued_ += f.len;
         }
         pump();
@@ -349,4 +357,267 @@ TEST_CASE("NP: min_time_between_cnps 0 answers every marked packet; np_enable 0 
         CHECK(b.ctr(0).get(Counter::rp_cnp_ignored) == (np_on ? 3u : 0u));
         CHECK(b.ctr(1).get(Counter::rcvd_pkts) == 16);  // every data packet was processed, marked or not
     }
+}
+
+namespace {
+
+// The RP as the DCQCN paper and mlx5 define it, computed here from the CNPs side 0 received (on
+// the wire) and the times and causes (cut, timer, byte counter) of the RP's steps; each step's
+// rate, target, alpha and stage kind must be the model's.
+struct RpModel {
+    const DcqcnParams& p;
+    bool on = false, flag = false;
+    uint32_t rate = 0, target = 0, alpha = 0, ts = 0, bs = 0;
+    uint64_t anext = 0;
+    size_t cuts = 0, fr = 0, ai = 0, hai = 0, releases = 0;
+
+    void sync(uint64_t t) {
+        while (anext <= t) {
+            uint32_t a = alpha * p.dce_tcp_g / 1024;
+            if (flag) a = std::min<uint32_t>(a + (1024 - p.dce_tcp_g), 1023);
+            alpha = a;
+            flag = false;
+            anext += uint64_t(p.dce_tcp_rtt) * 1000;
+        }
+    }
+    void cnp(uint64_t t) {
+        if (!on) {
+            on = true;
+            rate = target = p.line_rate;
+            alpha = p.initial_alpha_value;
+            flag = false;
+            anext = t + uint64_t(p.dce_tcp_rtt) * 1000;
+            ts = bs = 0;
+            return;
+        }
+        sync(t);
+        flag = true;
+    }
+    void check(const DcqcnEvent& e) {
+        INFO("event " << int(e.kind) << " at " << e.t_ns << " by_bytes " << e.by_bytes);
+        switch (e.kind) {
+        case DcqcnEventKind::start:
+            REQUIRE(on);
+            CHECK(e.rate == p.line_rate);
+            break;
+        case DcqcnEventKind::cut: {
+            sync(e.t_ns);
+            if (bs > 0 || ts > 0) target = rate;  // clamp_tgt_rate_after_time_inc (default); bytes always clamp
+            const uint32_t by_alpha = uint32_t(uint64_t(rate) * alpha / 2048);  // alpha/2 (rpg_gd 11)
+            const uint32_t cut = std::min(by_alpha, rate / 2);                  // rpg_min_dec_fac 50%
+            rate = std::max(rate - cut, 1u);
+            ts = bs = 0;
+            ++cuts;
+            break;
+        }
+        case DcqcnEventKind::fast_recovery:
+        case DcqcnEventKind::additive:
+        case DcqcnEventKind::hyper: {
+            const uint32_t b = p.rpg_byte_reset ? bs : ts;
+            DcqcnEventKind k = DcqcnEventKind::fast_recovery;
+            if (ts > p.rpg_threshold && b > p.rpg_threshold) k = DcqcnEventKind::hyper, target += p.rpg_hai_rate, ++hai;
+            else if (ts >= p.rpg_threshold || b >= p.rpg_threshold) k = DcqcnEventKind::additive, target += p.rpg_ai_rate, ++ai;
+            else ++fr;
+            CHECK(e.kind == k);
+            target = std::min(target, p.line_rate);
+            rate = (rate + target + 1) / 2;
+            (e.by_bytes ? bs : ts) += 1;
+            break;
+        }
+        case DcqcnEventKind::release:
+            CHECK(rate == p.line_rate);
+            CHECK(target == p.line_rate);
+            on = false;
+            ++releases;
+            return;
+        }
+        CHECK(e.rate == rate);
+        CHECK(e.target == target);
+        if (e.kind == DcqcnEventKind::cut) CHECK(e.alpha == alpha);
+    }
+};
+
+// Runs side 0 backlogged (1 MiB WRITEs, 8 in flight) while the switch marks what side 0 sends in
+// the windows [from, to) (virtual ns after the start), until the limiter is released again.
+void run_marked_windows(Bench& b, std::vector<std::pair<uint64_t, uint64_t>> windows, uint64_t max_ns) {
+    const uint64_t t0 = b.clock.now_ns();
+    b.sw.mark = [&b, windows, t0](const uint8_t*, uint32_t, uint64_t) {
+        const uint64_t t = b.clock.now_ns() - t0;
+        for (auto [f, to] : windows)
+            if (t >= f && t < to) return true;
+        return false;
+    };
+    uint64_t posted = 0;
+    const uint64_t last = windows.back().second;
+    REQUIRE(b.run(
+        [&] {
+            b.poll_cqs();
+            while (posted < b.cqes[0].size() + 8) REQUIRE(b.write(b.side[0].qp, 0, 1 << 20, ++posted) == Status::ok);
+            return b.clock.now_ns() - t0 > last && !b.events.empty() && b.events.back().kind == DcqcnEventKind::release;
+        },
+        max_ns));
+    b.sw.mark = nullptr;
+    REQUIRE(b.run([&] { b.poll_cqs(); return b.cqes[0].size() == posted; }, 1'000'000'000));
+    for (const Wc& wc : b.cqes[0]) CHECK(wc.status == WcStatus::success);
+    CHECK(std::memcmp(b.side[1].mem.data(), b.side[0].mem.data(), 1 << 20) == 0);
+}
+
+RpModel check_rp(const Bench& b, const DcqcnParams& p) {
+    // CNPs as side 0 received them, and the RP's steps, in time order (a CNP first at a tie: the
+    // engine receives before its timers fire).
+    struct In {
+        uint64_t t;
+        int order;
+        const DcqcnEvent* e;
+    };
+    std::vector<In> in;
+    for (const Seen& s : b.seen)
+        if (s.dir == 1 && s.ev == port::Event::delivered && s.opcode == pkt::op::cnp) in.push_back({s.t, 0, nullptr});
+    for (const DcqcnEvent& e : b.events) in.push_back({e.t_ns, 1, &e});
+    std::stable_sort(in.begin(), in.end(), [](const In& x, const In& y) { return x.t != y.t ? x.t < y.t : x.order < y.order; });
+    RpModel m{p};
+    uint64_t last_cnp = 0, last_reset = 0;
+    for (const In& i : in) {
+        if (!i.e) {
+            m.cnp(i.t);
+            last_cnp = i.t;
+            continue;
+        }
+        m.check(*i.e);
+        if (i.e->kind == DcqcnEventKind::cut) {
+            // rate_reduce_monitor_period after the CNP that asked for it, on the 1 us timer tick
+            CHECK(i.t >= last_cnp);
+            last_reset = i.t;
+        }
+        if (i.e->kind == DcqcnEventKind::start) last_reset = i.t;
+        if (!i.e->by_bytes && (i.e->kind == DcqcnEventKind::fast_recovery || i.e->kind == DcqcnEventKind::additive ||
+                               i.e->kind == DcqcnEventKind::hyper)) {
+            CHECK(i.t - last_reset >= uint64_t(p.rpg_time_reset) * 1000);  // rpg_time_reset after the cut or the last one
+            CHECK(i.t - last_reset < uint64_t(p.rpg_time_reset) * 1000 + 2000);
+            last_reset = i.t;
+        }
+    }
+    return m;
+}
+
+// Bytes side 0 sent (into the switch) between two times: the limiter's rate in practice.
+double sent_mbps(const Bench& b, uint64_t from, uint64_t to, uint32_t dest_qp = 0) {
+    uint64_t bytes = 0;
+    for (const auto& i : b.sw.input)
+        if (i.t >= from && i.t < to && (!dest_qp || i.dest_qp == dest_qp)) bytes += i.len;
+    return double(bytes) * 8000.0 / double(to - from);
+}
+
+}  // namespace
+
+TEST_CASE("RP by the timer: cut by alpha/2, alpha updates, fast recovery, additive and hyper increase, release",
+          "[dcqcn][rp]") {
+    DcqcnParams p = params();
+    p.rpg_byte_reset = 0;  // the timer alone drives the increases
+    Bench b(p);
+    b.sw.link_mbps = 10000;
+    // Marks for 200 us (CNPs every 50 us), then one marked burst after two timer increases.
+    run_marked_windows(b, {{200'000, 400'000}, {1'300'000, 1'310'000}}, 2'000'000'000);
+    const RpModel m = check_rp(b, p);
+    const size_t cnps = b.count(1, port::Event::delivered, pkt::op::cnp);
+    INFO("CNPs " << cnps << " cuts " << m.cuts << " fr " << m.fr << " ai " << m.ai << " hai " << m.hai);
+    CHECK(cnps >= 5);
+    CHECK(m.cuts == cnps);  // each CNP cut the rate once (50 us apart, longer than the 4 us period)
+    CHECK(m.fr >= 1);
+    CHECK(m.ai >= 1);
+    CHECK(m.hai >= 1);
+    CHECK(m.releases == 1);
+    CHECK(b.ctr(0).get(Counter::rp_cnp_handled) == cnps);
+    CHECK(b.ctr(1).get(Counter::np_cnp_sent) == cnps);
+    CHECK(!b.side[0].hca->dcqcn_state(b.side[0].qp.qpn())->on);
+    // The limiter holds side 0 to the rate: between consecutive steps 300 us apart the bytes it
+    // sent match the rate set at the first of them (within 3%).
+    size_t checked = 0;
+    for (size_t i = 0; i + 1 < b.events.size(); ++i) {
+        const DcqcnEvent& e = b.events[i];
+        const uint64_t t1 = b.events[i + 1].t_ns;
+        if (e.kind == DcqcnEventKind::release || t1 - e.t_ns < 250'000) continue;
+        const double r = sent_mbps(b, e.t_ns + 10'000, t1);
+        INFO("rate " << e.rate << " Mb/s, wire " << r << " Mb/s");
+        CHECK(r > 0.97 * e.rate);
+        CHECK(r < 1.03 * e.rate);
+        ++checked;
+    }
+    CHECK(checked >= 8);
+}
+
+TEST_CASE("RP by the byte counter and the timer: the stage rule with both counters", "[dcqcn][rp]") {
+    DcqcnParams p = params();  // rpg_time_reset 300 us, rpg_threshold 1
+    p.rpg_byte_reset = 150'000;  // ~150 us of traffic at 8 Gb/s: both counters take turns
+    Bench b(p);
+    b.sw.link_mbps = 10000;
+    run_marked_windows(b, {{200'000, 400'000}, {1'300'000, 1'310'000}}, 2'000'000'000);
+    const RpModel m = check_rp(b, p);
+    size_t by_bytes = 0;
+    for (const DcqcnEvent& e : b.events) by_bytes += e.by_bytes;
+    INFO("cuts " << m.cuts << " fr " << m.fr << " ai " << m.ai << " hai " << m.hai << " by bytes " << by_bytes);
+    CHECK(by_bytes > 10);
+    CHECK(m.fr >= 1);
+    CHECK(m.ai >= 1);
+    CHECK(m.hai >= 1);
+    CHECK(m.releases == 1);
+}
+
+TEST_CASE("two flows through a marking bottleneck converge to fair shares, and recover when the marking stops",
+          "[dcqcn][rp][converge]") {
+    DcqcnParams p = params();
+    Bench b(p);
+    b.sw.link_mbps = 10000;     // the bottleneck: as fast as each sender's line
+    b.sw.threshold = 100'000;   // marks CE above 100 kB queued (a step at K, as DCTCP's switches)
+    Qp& qb = b.add_qp_pair();
+    const uint32_t qa_rx = b.side[1].qp.qpn(), qb_rx = b.extra[1][0].qpn();
+    const uint64_t t0 = b.clock.now_ns();
+    uint64_t posted[2] = {0, 0}, done[2] = {0, 0};
+    size_t seen_cqes = 0;
+    bool b_on = false;
+    auto feed = [&] {
+        b.poll_cqs();
+        for (; seen_cqes < b.cqes[0].size(); ++seen_cqes) {
+            REQUIRE(b.cqes[0][seen_cqes].status == WcStatus::success);
+            ++done[b.cqes[0][seen_cqes].wr_id >> 32];
+        }
+        // Flow A from the start, flow B from 3 ms: 1 MiB WRITEs, 8 in flight each.
+        b_on = b_on || b.clock.now_ns() - t0 >= 3'000'000;
+        while (posted[0] < done[0] + 8) REQUIRE(b.write(b.side[0].qp, 0, 1 << 20, ++posted[0]) == Status::ok);
+        while (b_on && posted[1] < done[1] + 8) REQUIRE(b.write(qb, 4 << 20, 1 << 20, (1ull << 32) | ++posted[1]) == Status::ok);
+    };
+    const uint64_t mark_end = 60'000'000;
+    REQUIRE(b.run([&] { feed(); return b.clock.now_ns() - t0 >= mark_end; }, 2'000'000'000));
+    // Converged: over the last 20 ms each flow has about half of the bottleneck.
+    const double ra = sent_mbps(b, t0 + 40'000'000, t0 + mark_end, qa_rx);
+    const double rb = sent_mbps(b, t0 + 40'000'000, t0 + mark_end, qb_rx);
+    INFO("flow A " << ra << " Mb/s, flow B " << rb << " Mb/s, CNPs " << b.ctr(1).get(Counter::np_cnp_sent));
+    CHECK(ra > 3500);
+    CHECK(rb > 3500);
+    CHECK(std::abs(ra - rb) < 0.1 * (ra + rb));
+    CHECK(ra + rb > 8500);
+    CHECK(b.side[0].hca->dcqcn_state(b.side[0].qp.qpn())->on);
+    CHECK(b.side[0].hca->dcqcn_state(qb.qpn())->on);
+    // The marking stops: both flows go back to the line rate and their limiters are released.
+    b.sw.marking = false;
+    const uint64_t t1 = b.clock.now_ns();
+    REQUIRE(b.run(
+        [&] {
+            feed();
+            return !b.side[0].hca->dcqcn_state(b.side[0].qp.qpn())->on && !b.side[0].hca->dcqcn_state(qb.qpn())->on;
+        },
+        200'000'000));
+    const uint64_t recovered = b.clock.now_ns() - t1;
+    INFO("recovered in " << recovered << " ns");
+    CHECK(recovered < 50'000'000);
+    // Everything posted completes, byte-exact.
+    b_on = false;
+    const uint64_t want0 = posted[0], want1 = posted[1];
+    REQUIRE(b.run([&] { b.poll_cqs(); return b.cqes[0].size() == want0 + want1; }, 1'000'000'000));
+    for (const Wc& wc : b.cqes[0]) CHECK(wc.status == WcStatus::success);
+    CHECK(std::memcmp(b.side[1].mem.data(), b.side[0].mem.data(), 1 << 20) == 0);
+    CHECK(std::memcmp(b.side[1].mem.data() + (4 << 20), b.side[0].mem.data() + (4 << 20), 1 << 20) == 0);
+    CHECK(b.ctr(0).get(Counter::rp_cnp_handled) == b.ctr(1).get(Counter::np_cnp_sent));
+    CHECK(b.ctr(1).get(Counter::np_cnp_sent) == b.count(1, port::Event::sent, pkt::op::cnp));
+    CHECK(b.ctr(1).get(Counter::np_ecn_marked_roce_packets) == b.sw.marked);
 }
