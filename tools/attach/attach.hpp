@@ -28,6 +28,7 @@ struct AttachOptions {
     uint32_t link_mtu = 1500;        // --link-mtu N: the Ethernet MTU
     std::vector<std::string> inject; // --inject RULE (repeatable; HCAEMU_INJECT: "RULE; RULE"), docs/inject.md
     bool inject_notes = false;       // note injected frames in the capture even with no rule at start (hcaemud)
+    std::string dcqcn;               // --dcqcn NAME=VALUE[,...] (repeatable; HCAEMU_DCQCN), docs/dcqcn.md
 };
 
 // The attach options' help lines, for a subcommand's --help.
