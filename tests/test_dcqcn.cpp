@@ -621,3 +621,36 @@ TEST_CASE("two flows through a marking bottleneck converge to fair shares, and r
     CHECK(b.ctr(1).get(Counter::np_cnp_sent) == b.count(1, port::Event::sent, pkt::op::cnp));
     CHECK(b.ctr(1).get(Counter::np_ecn_marked_roce_packets) == b.sw.marked);
 }
+
+TEST_CASE("DCQCN parameters by mlx5 name: aliases, ranges, typed errors, the text listing", "[dcqcn][params]") {
+    DcqcnParams p;
+    std::string err;
+    REQUIRE(transport::dcqcn_parse(p, "rpg_ai_rate=7,rp_hai_rate=70 time_reset=55,np_min_time_between_cnps=4", err));
+    CHECK(p.rpg_ai_rate == 7);
+    CHECK(p.rpg_hai_rate == 70);
+    CHECK(p.rpg_time_reset == 55);
+    CHECK(p.min_time_between_cnps == 4);
+    REQUIRE(transport::dcqcn_parse(p, "rp_dce_tcp_g=1000,np_enable=0,clamp_tgt_rate=1", err));
+    CHECK(p.dce_tcp_g == 1000);
+    CHECK(!p.np_enable);
+    CHECK(p.clamp_tgt_rate);
+    const DcqcnParams before = p;
+    CHECK(!transport::dcqcn_parse(p, "rpg_gd=16", err));
+    CHECK(err == "rpg_gd: 16 is outside 1..15");
+    CHECK(!transport::dcqcn_parse(p, "dce_tcp_g=1024", err));
+    CHECK(err == "dce_tcp_g: 1024 is outside 0..1023");
+    CHECK(!transport::dcqcn_parse(p, "bogus=1", err));
+    CHECK(err == "unknown DCQCN parameter 'bogus'");
+    CHECK(!transport::dcqcn_parse(p, "rpg_ai_rate", err));
+    CHECK(err == "'rpg_ai_rate' is not NAME=VALUE");
+    CHECK(!transport::dcqcn_parse(p, "rpg_ai_rate=0x10", err));
+    CHECK(err == "'rpg_ai_rate=0x10': the value is not a decimal number");
+    CHECK(!transport::dcqcn_parse(p, "rpg_ai_rate=99999999999999999999999", err));
+    CHECK(err == "'rpg_ai_rate=99999999999999999999999': the value is too large");
+    CHECK(p.rpg_ai_rate == before.rpg_ai_rate);  // a bad value is not applied
+    const std::string t = transport::dcqcn_text(DcqcnParams{});
+    CHECK(t.find("min_time_between_cnps 50\n") != std::string::npos);
+    CHECK(t.find("rpg_byte_reset 32767\n") != std::string::npos);
+    CHECK(t.find("dce_tcp_g 1019\n") != std::string::npos);
+    CHECK(t.find("np_enable 1\n") == 0);
+}

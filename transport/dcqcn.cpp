@@ -185,13 +185,16 @@ bool dcqcn_parse(DcqcnParams& p, std::string_view spec, std::string& err) {
         }
         uint64_t v = 0;
         const std::string_view val = item.substr(eq + 1);
-        bool ok = val.size() <= 10;
-        for (char ch : val) ok = ok && ch >= '0' && ch <= '9';
-        if (ok)
-            for (char ch : val) v = v * 10 + uint64_t(ch - '0');
-        if (!ok) {
-            err = "'" + std::string(item) + "': the value is not a decimal number";
-            return false;
+        for (char ch : val) {
+            if (ch < '0' || ch > '9') {
+                err = "'" + std::string(item) + "': the value is not a decimal number";
+                return false;
+            }
+            v = v * 10 + uint64_t(ch - '0');
+            if (v > UINT32_MAX) {
+                err = "'" + std::string(item) + "': the value is too large";
+                return false;
+            }
         }
         if (!dcqcn_set(p, item.substr(0, eq), v, err)) return false;
     }
