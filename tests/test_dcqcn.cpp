@@ -630,7 +630,8 @@ TEST_CASE("DCQCN parameters by mlx5 name: aliases, ranges, typed errors, the tex
     CHECK(p.rpg_hai_rate == 70);
     CHECK(p.rpg_time_reset == 55);
     CHECK(p.min_time_between_cnps == 4);
-    REQUIRE(transport::dcqcn_parse(p, "rp_dce_tcp_g=1000,np_enable=0,clamp_tgt_rate=1", err));
+    REQUIRE(transport::dcqcn_parse(p, "rp_dce_tcp_g=1000,np_enable=0,clamp_tgt_rate=1,rp_clamp_tgt_rate_ati=0", err));
+    CHECK(!p.clamp_tgt_rate_after_time_inc);
     CHECK(p.dce_tcp_g == 1000);
     CHECK(!p.np_enable);
     CHECK(p.clamp_tgt_rate);

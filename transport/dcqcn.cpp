@@ -40,6 +40,7 @@ const std::array kParams = {
 #undef B
 
 const Param* find_param(std::string_view n) {
+    if (n == "rp_clamp_tgt_rate_ati" || n == "clamp_tgt_rate_ati") n = "clamp_tgt_rate_after_time_inc";  // debugfs
     for (const Param& p : kParams)
         if (n == p.name) return &p;
     // mlx5 debugfs cc_params: rp_/np_ in front of the name without rpg_/dce_ (rp_ai_rate,
