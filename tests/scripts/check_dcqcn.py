@@ -104,18 +104,16 @@ def check_default(h, tmp):
     expect("default: client rp_cnp_handled == CNPs it received, none ignored, no receive error",
            st_c.get("rp_cnp_handled") == len(got) and "rp_cnp_ignored" not in st_c and
            not any(k.startswith("rx_err_") or k.startswith("rx_drop") for k in st_c), f"{st_c}")
-    # The interval is the NP's clock at the marked frame's arrival: in the capture, the arrival of
-    # the frame each CNP answers (the last CE frame before it). A CNP's own time stamp is taken
-    # when the burst is flushed, later by the rest of the poll turn.
-    trig, last = [], None
-    for f in srv:
-        if f["src"] == MAC_C and f["ecn"] == 3:
-            last = f
-        elif f["op"] == CNP:
-            trig.append(last)
-    gaps = [b["t"] - a["t"] for a, b in zip(trig, trig[1:])] if None not in trig else [0]
-    expect("default: the frames the CNPs answer arrived at least 50 us apart (5 us slack: capture vs NP clock)",
-           all(g >= 45_000 for g in gaps), f"{sorted(gaps)[:5]}")
+    # The interval runs on the NP's clock when it handles a marked frame. The capture stamps a
+    # frame when its burst is received and a CNP when its burst is flushed, so a frame handled late
+    # in its burst (a preempted poll turn, ASan on a busy machine) shows two CNPs closer than 50 us
+    # in the capture although they were 50 us apart for the NP. The exact rule is checked in
+    # virtual time (test_dcqcn). Here the bound: no more CNPs than 50 us intervals in the span
+    # of the marked traffic, plus one (the first) and one of slack. One CNP per marked frame
+    # would be 3 per message.
+    span = marked[-1]["t"] - marked[0]["t"] if marked else 0
+    expect("default: at most one CNP per 50 us of marked traffic (the capture's span)",
+           len(cnps) <= span // 50_000 + 2, f"{len(cnps)} CNPs, span {span} ns")
     expect("default: fewer CNPs than marked frames (the interval holds them back)", len(cnps) < len(marked),
            f"{len(cnps)} {len(marked)}")
     check_cnp_bytes("default", cnps, client_qp)
