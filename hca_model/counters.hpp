@@ -37,8 +37,10 @@ namespace hcaemu {
     X(rx_read_requests)           /* mlx5 */                                                     \
     X(rx_atomic_requests)         /* mlx5 */                                                     \
     X(out_of_buffer)              /* mlx5: no receive WQE (RNR) */                               \
+    X(np_ecn_marked_roce_packets) /* mlx5: RoCE packets received with ECN CE (the NP's input) */ \
     X(np_cnp_sent)                /* mlx5: CNPs sent */                                          \
-    X(rp_cnp_handled)             /* mlx5: CNPs received */                                      \
+    X(rp_cnp_handled)             /* mlx5: CNPs received and acted on by the RP */               \
+    X(rp_cnp_ignored)             /* mlx5: CNPs received and ignored (RP off, no such QP) */     \
     X(cq_overflow)                /* CQ overflows (IBV_EVENT_CQ_ERR raised) */                   \
     X(rx_drop_no_qp)              /* DestQP is no QP of this device, or not in a receiving state */ \
     X(qkey_violations)            /* UD: DETH Q_Key is not the QP's Q_Key (IBTA ch. 10)   */          \

@@ -173,7 +173,12 @@ void full(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         app(s, "  IETH      R_Key 0x%08x\n", h.ieth_rkey);
         note(s, o, Msg::dis_note_ieth);
     }
-    if (oi.has(Ext::cnp)) note(s, o, Msg::dis_note_cnp);
+    if (oi.has(Ext::cnp)) {  // IBTA Annex A17.9.3: 16 reserved bytes, sent as zero
+        std::string hex;
+        for (uint8_t x : h.cnp_reserved) app(hex, "%02x", x);
+        app(s, "  CNP       %s %s\n", text(Msg::dis_cnp_reserved, lg), hex.c_str());
+        note(s, o, Msg::dis_note_cnp);
+    }
     if (oi.payload) {
         s += msg(Msg::dis_payload, lg, {std::to_string(p.payload_len)});
         const auto pl = p.payload();
@@ -261,6 +266,11 @@ void json(std::string& s, const Packet& p, ParseError e, uint64_t idx, double t,
         if (oi.has(Ext::atomic_ack_eth)) app(s, ",\"atomic_ack_eth\":{\"orig\":%" PRIu64 "}", h.atomic_ack.orig);
         if (oi.has(Ext::immdt)) app(s, ",\"imm\":%u", h.imm);
         if (oi.has(Ext::ieth)) app(s, ",\"ieth_rkey\":%u", h.ieth_rkey);
+        if (oi.has(Ext::cnp)) {
+            s += ",\"cnp\":{\"reserved\":\"";
+            for (uint8_t x : h.cnp_reserved) app(s, "%02x", x);
+            s += "\"}";
+        }
         app(s, ",\"payload_len\":%u,\"icrc\":%u,\"icrc_ok\":%s", p.payload_len, p.icrc, e == ParseError::ok ? "true" : "false");
         if (is_gsi_frame(p, e)) dissect_gmp(s, p, DissectOptions{.format = DissectFormat::json});
     }

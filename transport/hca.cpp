@@ -108,6 +108,7 @@ QpCtx& Hca::fresh_ctx(QpObj& qp) {
     c->ack_timer.ctx = c.get();
     c->rnr_timer.fn = on_rnr_timer;
     c->rnr_timer.ctx = c.get();
+    dcqcn_init(*c);
     c->track.resize(qp.sq.cap());
     const DeviceAttr& da = dev_.query_device();
     c->rsges.resize(std::max(da.max_sge, da.max_srq_sge));  // a receive WQE's SGEs, never cut

@@ -112,6 +112,19 @@ public:
     Device& device() { return dev_; }
     const HcaConfig& config() const { return cfg_; }
 
+    // DCQCN (transport/dcqcn.hpp, docs/dcqcn.md): its parameters, which may change at any time;
+    // the observer sees each step of the RP (tests, traces); a QP's state (null: no such QP).
+    void set_dcqcn(const DcqcnParams& p) { dcqcn_ = p; }
+    const DcqcnParams& dcqcn() const { return dcqcn_; }
+    void set_dcqcn_observer(DcqcnObserver fn, void* ctx) { dcqcn_obs_ = fn; dcqcn_obs_ctx_ = ctx; }
+    void dcqcn_observe(const DcqcnEvent& ev) {
+        if (dcqcn_obs_) dcqcn_obs_(dcqcn_obs_ctx_, ev);
+    }
+    const DcqcnQp* dcqcn_state(uint32_t qpn) const {
+        const QpCtx* c = ctx(qpn);
+        return c ? &c->dcqcn : nullptr;
+    }
+
     // QpListener: the device tells the transport what software did.
     void qp_modified(QpObj& qp, QpState from) override;
     void qp_error(QpObj& qp) override;
@@ -251,6 +264,9 @@ private:
     GsiFn cm_fn_ = nullptr;
     void* cm_ctx_ = nullptr;
     uint32_t gsi_psn_ = 0;
+    DcqcnParams dcqcn_;
+    DcqcnObserver dcqcn_obs_ = nullptr;
+    void* dcqcn_obs_ctx_ = nullptr;
 };
 
 template <class Fill>

@@ -7,6 +7,7 @@
 
 #include "hca_model/objects.hpp"
 #include "packet/headers.hpp"
+#include "transport/dcqcn.hpp"
 #include "transport/timer_wheel.hpp"
 
 namespace hcaemu::transport {
@@ -109,6 +110,9 @@ struct QpCtx {
     std::vector<RespResource> res;  // ring of max_dest_rd_atomic
     uint32_t res_next = 0;
     uint32_t res_pending = 0;   // resources in `res` with responses still to send
+
+    // ---- DCQCN (dcqcn.cpp): the NP's CNP pacing, the RP's rate limiter
+    DcqcnQp dcqcn;
 };
 
 }  // namespace hcaemu::transport

@@ -33,12 +33,12 @@ void Hca::receive(port::Frame& f) {
     QpCtx* c = ctx(p.h.bth.dest_qp);
     const QpState st = c ? c->qp->state() : QpState::reset;
     // Requests need RTR or later (SQE too: its receive side works on, IBTA 10.3.1); responses need
-    // a send queue (RTS, SQD). CNPs are counted.
+    // a send queue (RTS, SQD). CNPs go to DCQCN.
     const bool ok_state = p.op->request ? (st == QpState::rtr || st == QpState::rts || st == QpState::sqd ||
                                            st == QpState::sqe)
                                         : (st == QpState::rts || st == QpState::sqd);
-    if (p.op->transport == pkt::Transport::cnp) {
-        dev_.counters().add(Counter::rp_cnp_handled);
+    if (p.op->transport == pkt::Transport::cnp) {  // IBTA A17.9.3: to DCQCN's reaction point
+        dcqcn_cnp(*this, c, c && c->qp->type != QpType::ud && from_peer(c->tmpl, p.h));
         return;
     }
     if (!c || !ok_state || uint8_t(p.op->transport) != uint8_t(c->qp->type) - uint8_t(QpType::rc)) {
@@ -58,6 +58,8 @@ void Hca::receive(port::Frame& f) {
     }
     dev_.counters().add(Counter::rcvd_pkts);
     dev_.counters().add(Counter::rcvd_bytes, f.len);
+    // ECN CE (RFC 3168 5: both bits set) makes DCQCN's notification point answer; the packet goes on.
+    if (((p.h.ipv6 ? p.h.ip6.traffic_class : p.h.ip4.tos) & 3) == 3) dcqcn_ce_marked(*this, *c);
     if (p.op->request) resp_handle(*c, p);
     else comp_handle(*c, p);
 }

@@ -161,6 +161,7 @@ void Hca::req_run(QpCtx& c) {
             h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval);
         }
 
+        if (c.dcqcn.on && !dcqcn_admit(*this, c, plen)) break;  // DCQCN's rate limiter: wait for its timer
         const uint32_t off = c.next_off;
         const Tx r = send(h, plen, [&](std::span<uint8_t> out) {
             if (w.is_inline) {

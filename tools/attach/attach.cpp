@@ -27,7 +27,9 @@ const char* const kAttachHelp =
     "  --inject RULE       event injection (repeatable), e.g. \"drop dir=tx op=WRITE_MIDDLE psn=5\";\n"
     "                      injected frames are noted in FILE.notes (docs/inject.md)\n"
     "  --conform           check every frame on the wire against the spec's rules; the counts\n"
-    "                      per rule are link counters conform_* (docs/conform.md)\n";
+    "                      per rule are link counters conform_* (docs/conform.md)\n"
+    "  --dcqcn NAME=VALUE[,NAME=VALUE...]  DCQCN parameters by their mlx5 names (repeatable), e.g.\n"
+    "                      \"line_rate=25000,min_time_between_cnps=4\", \"rp_enable=0\" (docs/dcqcn.md)\n";
 
 namespace {
 
@@ -114,7 +116,7 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
     }
     // Not "--port": ibv_rc_pingpong and perftest take it for the TCP port.
     if (a != "--eal" && a != "--dpdk-port" && a != "--ip" && a != "--mac" && a != "--pcap" && a != "--link-mtu" &&
-        a != "--inject")
+        a != "--inject" && a != "--dcqcn")
         return 0;
     if (eq == std::string::npos && i + 1 >= argc) {
         err = a + " needs a value";
@@ -147,6 +149,14 @@ int take_attach_option(int argc, char** argv, int& i, AttachOptions& o, std::str
             return -1;
         }
         o.inject.push_back(v);
+    } else if (a == "--dcqcn") {
+        transport::DcqcnParams p;
+        std::string msg;
+        if (!transport::dcqcn_parse(p, v, msg)) {
+            err = "--dcqcn '" + v + "': " + msg;
+            return -1;
+        }
+        o.dcqcn += (o.dcqcn.empty() ? "" : ",") + v;
     } else {
         const auto m = parse_uint(v, 576, 9000);
         if (!m) {
@@ -279,6 +289,12 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     a->dev_ = std::make_unique<Device>(DeviceAttr{}, cfg);
     a->hca_ = std::make_unique<transport::Hca>(*a->dev_, *a->net_, a->clock_);
     a->cm_ = std::make_unique<cm::Agent>(*a->hca_);
+    if (!o.dcqcn.empty()) {
+        transport::DcqcnParams p;
+        std::string msg;
+        transport::dcqcn_parse(p, o.dcqcn, msg);  // checked by take_attach_option
+        a->hca_->set_dcqcn(p);
+    }
     for (int i = 0;; ++i) {
         GidEntry e;
         if (a->dev_->query_gid(1, i, e) != Status::ok) break;

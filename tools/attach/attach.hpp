@@ -31,6 +31,7 @@ struct AttachOptions {
     std::vector<std::string> inject; // --inject RULE (repeatable; HCAEMU_INJECT: "RULE; RULE"), docs/inject.md
     bool inject_notes = false;       // note injected frames in the capture even with no rule at start (hcaemud)
     bool conform = false;            // --conform (HCAEMU_CONFORM=1): the conformance monitor on the wire, docs/conform.md
+    std::string dcqcn;               // --dcqcn NAME=VALUE[,...] (repeatable; HCAEMU_DCQCN), docs/dcqcn.md
 };
 
 // The attach options' help lines, for a subcommand's --help.

@@ -32,7 +32,7 @@ const char* variable_of(const std::string& opt) {
     static const std::pair<const char*, const char*> kVars[] = {
         {"--eal", "HCAEMU_EAL"}, {"--dpdk-port", "HCAEMU_DPDK_PORT"}, {"--ip", "HCAEMU_IP"},
         {"--mac", "HCAEMU_MAC"}, {"--pcap", "HCAEMU_PCAP"},           {"--link-mtu", "HCAEMU_LINK_MTU"},
-        {"--inject", "HCAEMU_INJECT"}};
+        {"--inject", "HCAEMU_INJECT"}, {"--dcqcn", "HCAEMU_DCQCN"}};
     for (const auto& [o, v] : kVars)
         if (opt == o) return v;
     return nullptr;
@@ -79,6 +79,12 @@ int cmd_exec(int argc, char** argv) {
                 if (auto it = std::find_if(vars.begin(), vars.end(), [](auto& kv) { return kv.first == "HCAEMU_INJECT"; });
                     it != vars.end()) {
                     it->second += "; " + v;
+                    continue;
+                }
+            if (name == "--dcqcn")  // repeatable: one variable, settings separated by ','
+                if (auto it = std::find_if(vars.begin(), vars.end(), [](auto& kv) { return kv.first == "HCAEMU_DCQCN"; });
+                    it != vars.end()) {
+                    it->second += "," + v;
                     continue;
                 }
             vars.emplace_back(variable_of(name), v);

@@ -246,13 +246,15 @@ void scan() {
 }
 
 // The attach options of a `local` HCA, from the variables named as the CLI's options:
-// HCAEMU_EAL (--eal), HCAEMU_DPDK_PORT, HCAEMU_IP, HCAEMU_MAC, HCAEMU_PCAP, HCAEMU_LINK_MTU, HCAEMU_INJECT, HCAEMU_CONFORM.
+// HCAEMU_EAL (--eal), HCAEMU_DPDK_PORT, HCAEMU_IP, HCAEMU_MAC, HCAEMU_PCAP, HCAEMU_LINK_MTU, HCAEMU_INJECT,
+// HCAEMU_DCQCN, HCAEMU_CONFORM.
 bool attach_from_env(tools::AttachOptions& o, std::string& err) {
     static const struct {
         const char* var;
         const char* opt;
     } kVars[] = {{"HCAEMU_EAL", "--eal"},   {"HCAEMU_DPDK_PORT", "--dpdk-port"}, {"HCAEMU_IP", "--ip"},
-                 {"HCAEMU_MAC", "--mac"},   {"HCAEMU_PCAP", "--pcap"},           {"HCAEMU_LINK_MTU", "--link-mtu"}};
+                 {"HCAEMU_MAC", "--mac"},   {"HCAEMU_PCAP", "--pcap"},           {"HCAEMU_LINK_MTU", "--link-mtu"},
+                 {"HCAEMU_DCQCN", "--dcqcn"}};
     // HCAEMU_CONFORM=1: --conform (docs/conform.md).
     if (const char* cf = std::getenv("HCAEMU_CONFORM"); cf && std::string(cf) == "1") o.conform = true;
     // HCAEMU_INJECT: rules separated by ';', each as one --inject (docs/inject.md).
