@@ -200,7 +200,9 @@ std::vector<std::string> split_eal(const std::string& s) {
 }  // namespace
 
 Attached::~Attached() {
-    // The engine goes before the device and the port it uses; the capture is flushed last.
+    // The CM agent leaves QP1 first (it unregisters from the engine), then the engine goes before
+    // the device and the port it uses; the capture is flushed last.
+    cm_.reset();
     hca_.reset();
     if (conform_) std::fputs(conform_report().c_str(), stderr);
     dev_.reset();
