@@ -40,6 +40,7 @@ Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfi
 
 Hca::~Hca() {
     tx_flush();
+    for (uint32_t i = 0; i < ntx_; ++i) port_.free(txq_[i]);  // refused to the end: gone with the HCA
     dev_.set_listener(nullptr);
 }
 
@@ -280,16 +281,18 @@ void Hca::trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, u
     trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = key, .bytes = bytes});
 }
 
-void Hca::tx_flush() {
+bool Hca::tx_flush() {
     uint32_t sent = 0;
     while (sent < ntx_) {
         const uint16_t k = port_.tx_burst(&txq_[sent], uint16_t(ntx_ - sent));
         if (k == 0) break;
         sent += k;
     }
-    // What the port refused is lost as on a congested wire: RC recovers by retransmission.
-    for (uint32_t i = sent; i < ntx_; ++i) port_.free(txq_[i]);
-    ntx_ = 0;
+    // What the port refused (its ring is full: the peer has not taken the frames before) waits
+    // at the head of the queue; send() builds nothing more until there is room.
+    if (sent && sent < ntx_) std::copy(txq_.begin() + sent, txq_.begin() + ntx_, txq_.begin());
+    ntx_ -= sent;
+    return ntx_ < txq_.size();
 }
 
 size_t Hca::poll() {
@@ -317,11 +320,28 @@ size_t Hca::poll() {
                                }),
                 acks_.end());
 
-    timers_.expire(clock_.now_ns());
+    // Timers after the ACKs that may cancel them: while receive bursts come full (this process
+    // or its peer was descheduled, and a ring's worth of ACKs waits), up to kTimerDefer turns
+    // read on first; a timeout after that is one.
+    if (n < rxq_.size() || ++timer_defer_ >= kTimerDefer) {
+        timer_defer_ = 0;
+        timers_.expire(clock_.now_ns());
+    }
 
     // Requesters and READ responders with something due. A QP stays listed while it has more.
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
     for (size_t i = 0; i < running_.size(); ++i) {
+        if (ntx_ == txq_.size() && !tx_flush()) {
+            // The port takes nothing more this turn: the QPs not yet visited stay scheduled and
+            // go first in the next one (then those that asked again), rather than each failing
+            // to send in turn, or waiting behind the ones just served.
+            const size_t rest = running_.size() - i;
+            std::move(running_.begin() + long(i), running_.end(), running_.begin());
+            running_.resize(rest);
+            running_.insert(running_.end(), run_.begin(), run_.end());  // within the reserve: each QP once
+            run_.swap(running_);
+            break;
+        }
         QpCtx* c = ctx(running_[i]);
         if (!c) continue;
         c->scheduled = false;
