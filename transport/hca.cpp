@@ -292,11 +292,13 @@ bool Hca::tx_flush() {
     // at the head of the queue; send() builds nothing more until there is room.
     if (sent && sent < ntx_) std::copy(txq_.begin() + sent, txq_.begin() + ntx_, txq_.begin());
     ntx_ -= sent;
-    return ntx_ < txq_.size();
+    tx_refused_ = ntx_ == txq_.size();
+    return !tx_refused_;
 }
 
 size_t Hca::poll() {
     size_t moved = 0;
+    tx_refused_ = false;  // the port may have room again
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
     for (uint16_t i = 0; i < n; ++i) {
         receive(rxq_[i]);
@@ -307,6 +309,7 @@ size_t Hca::poll() {
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
     // responses or atomic ACKs waits for them: responses leave in PSN order.
     for (uint32_t qpn : acks_) {
+        if (tx_refused_) break;  // the port is full: the rest stay due (and listed) for the next turn
         QpCtx* c = ctx(qpn);
         if (!c || !c->ack.due || c->res_pending) continue;
         if (resp_send_ack(*c, c->ack) == Tx::ok) ++moved;
@@ -331,7 +334,7 @@ size_t Hca::poll() {
     // Requesters and READ responders with something due. A QP stays listed while it has more.
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
     for (size_t i = 0; i < running_.size(); ++i) {
-        if (ntx_ == txq_.size() && !tx_flush()) {
+        if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) {
             // The port takes nothing more this turn: the QPs not yet visited stay scheduled and
             // go first in the next one (then those that asked again), rather than each failing
             // to send in turn, or waiting behind the ones just served.

@@ -216,6 +216,9 @@ private:
     // per turn, 8% of an 8-byte send_bw's samples as a local array).
     std::array<port::Frame, 32> rxq_{};
     uint32_t ntx_ = 0;
+    // The port took nothing at the last flush of this turn: no other one is tried until the next
+    // turn (each costs the port a look at every queued frame).
+    bool tx_refused_ = false;
     uint16_t ip_id_ = 0;
     static constexpr uint32_t kTimerDefer = 64;  // turns of full receive bursts before timers run anyway
     uint32_t timer_defer_ = 0;
@@ -230,7 +233,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
     // The port's queue is full: the sender waits, as a NIC's scheduler waits for room in its
     // transmit ring; nothing is built to be dropped (64+ QPs at once lost most of it, then their
     // retries ran out).
-    if (ntx_ == txq_.size() && !tx_flush()) return Tx::no_buffer;
+    if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) return Tx::no_buffer;
     port::Frame f;
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
