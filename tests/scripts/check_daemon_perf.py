@@ -65,6 +65,18 @@ def run_pair(hcaemu, test, sdev, cdev, args, timeout=120):
     return (srv.returncode, "".join(head) + so, se, cli.returncode, cli.stdout, cli.stderr), None
 
 
+def wait_link(hcaemu, sdev, cdev, timeout=60):
+    """A daemon is ready once its socket accepts, its memif link (and so ARP) some time later (a
+    loaded machine: seconds): a tiny write_bw pair until one passes. For the benchmarks."""
+    end = time.time() + timeout
+    while time.time() < end:
+        r, _ = run_pair(hcaemu, "write_bw", sdev, cdev, ["-s", "2", "-n", "5"], timeout=60)
+        if r and r[0] == 0 and r[3] == 0:
+            return True
+        time.sleep(1)
+    return False
+
+
 def check_pair(hcaemu, test, sdev, cdev, args, sizes, iters, label):
     r, t = run_pair(hcaemu, test, sdev, cdev, args)
     if r is None:
