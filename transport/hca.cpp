@@ -283,24 +283,26 @@ void Hca::trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, u
     trace_fn_(trace_ctx_, TraceEvent{.kind = k, .qpn = qpn, .psn = psn, .addr = addr, .key = key, .bytes = bytes});
 }
 
-void Hca::tx_flush() {
+bool Hca::tx_flush() {
     uint32_t sent = 0;
     while (sent < ntx_) {
         const uint16_t k = port_.tx_burst(&txq_[sent], uint16_t(ntx_ - sent));
         if (k == 0) break;
         sent += k;
     }
-    // What the port did not take waits for the next try, in order: a NIC's transmit queue holds
-    // its engines back (send() answers Tx::no_buffer while it is full), it never drops its own
-    // frames. Dropping them lost UD SENDs (nothing retransmits them) when the peer drained the
-    // link late (ib_send_lat -c UD between two daemons next to bandwidth tests hung).
-    if (sent == 0) return;
-    std::copy(txq_.begin() + sent, txq_.begin() + ntx_, txq_.begin());
+    // What the port refused (its ring is full: the peer has not taken the frames before) waits
+    // at the head of the queue, in order; send() builds nothing more until there is room. A NIC
+    // never drops its own frames: dropping them lost UD SENDs for good (ib_send_lat -c UD between
+    // two daemons next to bandwidth tests hung) and made 64+ RC QPs run out of retries.
+    if (sent && sent < ntx_) std::copy(txq_.begin() + sent, txq_.begin() + ntx_, txq_.begin());
     ntx_ -= sent;
+    tx_refused_ = ntx_ == txq_.size();
+    return !tx_refused_;
 }
 
 size_t Hca::poll() {
     size_t moved = 0;
+    tx_refused_ = false;  // the port may have room again
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
     for (uint16_t i = 0; i < n; ++i) {
         receive(rxq_[i]);
@@ -311,6 +313,7 @@ size_t Hca::poll() {
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
     // responses or atomic ACKs waits for them: responses leave in PSN order.
     for (uint32_t qpn : acks_) {
+        if (tx_refused_) break;  // the port is full: the rest stay due (and listed) for the next turn
         QpCtx* c = ctx(qpn);
         if (!c || !c->ack.due || c->res_pending) continue;
         if (resp_send_ack(*c, c->ack) == Tx::ok) ++moved;
@@ -324,11 +327,28 @@ size_t Hca::poll() {
                                }),
                 acks_.end());
 
-    timers_.expire(clock_.now_ns());
+    // Timers after the ACKs that may cancel them: while receive bursts come full (this process
+    // or its peer was descheduled, and a ring's worth of ACKs waits), up to kTimerDefer turns
+    // read on first; a timeout after that is one.
+    if (n < rxq_.size() || ++timer_defer_ >= kTimerDefer) {
+        timer_defer_ = 0;
+        timers_.expire(clock_.now_ns());
+    }
 
     // Requesters and READ responders with something due. A QP stays listed while it has more.
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
     for (size_t i = 0; i < running_.size(); ++i) {
+        if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) {
+            // The port takes nothing more this turn: the QPs not yet visited stay scheduled and
+            // go first in the next one (then those that asked again), rather than each failing
+            // to send in turn, or waiting behind the ones just served.
+            const size_t rest = running_.size() - i;
+            std::move(running_.begin() + long(i), running_.end(), running_.begin());
+            running_.resize(rest);
+            running_.insert(running_.end(), run_.begin(), run_.end());  // within the reserve: each QP once
+            run_.swap(running_);
+            break;
+        }
         QpCtx* c = ctx(running_[i]);
         if (!c) continue;
         c->scheduled = false;

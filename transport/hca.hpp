@@ -140,6 +140,9 @@ public:
     template <class Fill>
     Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
     Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn);  // an ACK or NAK
+    // The next packet queued fills the transmit queue: if the port then refuses it, the
+    // requester's turn ends there (its last packet should ask for an ACK).
+    bool tx_filling() const { return ntx_ + 1 >= txq_.size(); }
     void schedule(QpCtx& c);
     bool tracing() const { return trace_fn_ != nullptr; }
     void trace(const TraceEvent& ev) {
@@ -233,7 +236,9 @@ private:
     void receive(port::Frame& f);
     void gsi_receive(const pkt::Packet& p, uint32_t len);  // gsi.cpp
     void gsi_answer_unsupported(const pkt::Packet& p, uint16_t status);
-    void tx_flush();
+    // Offers the queued frames to the port; what it refuses stays queued, in order, for the next
+    // flush. True when the queue has room.
+    bool tx_flush();
     QpCtx& fresh_ctx(QpObj& qp);
     QpCtx& make_ctx(QpObj& qp);      // a context for the QP's present state (a QP made before this Hca)
     void ctx_rtr(QpCtx& c);          // the connection, as INIT -> RTR learns it
@@ -256,7 +261,12 @@ private:
     // per turn, 8% of an 8-byte send_bw's samples as a local array).
     std::array<port::Frame, 32> rxq_{};
     uint32_t ntx_ = 0;
+    // The port took nothing at the last flush of this turn: no other one is tried until the next
+    // turn (each costs the port a look at every queued frame).
+    bool tx_refused_ = false;
     uint16_t ip_id_ = 0;
+    static constexpr uint32_t kTimerDefer = 64;  // turns of full receive bursts before timers run anyway
+    uint32_t timer_defer_ = 0;
     std::vector<std::pair<Gid, pkt::Mac>> neighbors_;
     uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;
@@ -271,10 +281,10 @@ private:
 
 template <class Fill>
 Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
-    if (ntx_ == txq_.size()) {  // the port refused the last burst: try it again first
-        tx_flush();
-        if (ntx_ == txq_.size()) return Tx::no_buffer;
-    }
+    // The port's queue is full: the sender waits, as a NIC's scheduler waits for room in its
+    // transmit ring; nothing is built to be dropped (64+ QPs at once lost most of it, then their
+    // retries ran out).
+    if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) return Tx::no_buffer;
     port::Frame f;
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets

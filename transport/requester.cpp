@@ -78,6 +78,7 @@ void Hca::req_run(QpCtx& c) {
     if ((q.state() != QpState::rts && !draining) || c.rnr_wait) return;
     const bool rc = q.type == QpType::rc;
     uint32_t budget = cfg_.tx_budget;
+    bool sent_oldest = false;  // the oldest unacknowledged PSN went out (again) in this call
     while (c.next_wqe < q.sq.tail) {
         if (budget == 0) {
             schedule(c);
@@ -157,8 +158,13 @@ void Hca::req_run(QpCtx& c) {
             // WRITE consumes no receive WQE, so there is no completion to solicit (IBTA 9.2 BTH
             // SE; rxe's init_req_packet).
             h.bth.se = last && (w.send_flags & send_flag::solicited) && w.opcode != WrOpcode::rdma_write;
-            // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA 9.7).
-            h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval);
+            // AckReq on the last packet and every ackreq_interval packets of a long message (IBTA
+            // 9.7), and on the last one of this QP's turn (its budget, its window or the port's
+            // queue full): unacknowledged packets must not wait a whole round of the other QPs,
+            // which with 1000 QPs lasts as long as the ACK timeout.
+            const bool turn_ends = budget == 1 || psn_diff(psn_add(c.psn, 1), c.una) >= int32_t(cfg_.max_inflight_psn) ||
+                                   tx_filling();
+            h.bth.ack_req = rc && (last || c.since_ackreq + 1 >= cfg_.ackreq_interval || turn_ends);
         }
 
         if (c.dcqcn.on && !dcqcn_admit(*this, c, plen)) break;  // DCQCN's rate limiter: wait for its timer
@@ -183,6 +189,7 @@ void Hca::req_run(QpCtx& c) {
             break;
         }
         --budget;
+        sent_oldest |= h.bth.psn == c.una;
         c.since_ackreq = h.bth.ack_req ? 0 : c.since_ackreq + 1;
         c.psn = psn_add(c.psn, npsn);
         if (w.opcode == WrOpcode::rdma_read || is_atomic(w.opcode) || last) {
@@ -201,7 +208,9 @@ void Hca::req_run(QpCtx& c) {
         }
     }
     if (q.state() != QpState::rts && q.state() != QpState::sqd) return;  // a local error ended it
-    if (rc && c.una != c.psn && !timers_.armed(c.ack_timer) && q.attr.timeout)
+    // The ACK timer runs from the transmission: a retransmission that waited for its turn behind
+    // other QPs' packets restarts it (the timeout armed at the restart is the bound if it never goes).
+    if (rc && c.una != c.psn && (sent_oldest || !timers_.armed(c.ack_timer)) && q.attr.timeout)
         timers_.arm(c.ack_timer, now() + ack_timeout_ns(q.attr.timeout));
 }
 

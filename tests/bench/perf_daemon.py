@@ -51,10 +51,13 @@ def main():
         db = daemonlib.Daemon(a.hcaemud, sb, daemonlib.memif_eal(tmp, "client", "1", tag), "198.18.0.2/24") \
             if da.wait_ready() else None
         daemons = {}
-        if db and db.wait_ready():
+        if db and db.wait_ready() and check_daemon_perf.wait_link(a.hcaemu, f"unix:{sa}", f"unix:{sb}"):
             for test, args, get, unit in cases:
                 r, t = check_daemon_perf.run_pair(a.hcaemu, test, f"unix:{sa}", f"unix:{sb}", args, timeout=300)
                 daemons[test] = get(r[4]) if r and r[3] == 0 else None
+                if daemons[test] is None:  # why, in a line each end
+                    print(f"{test} through hcaemud failed: " + (f"server rc {r[0]}: {r[2].strip()[-300:]}; client rc {r[3]}: "
+                                                                 f"{r[5].strip()[-300:]}" if r else str(t)[-600:]))
         for d in (da, db):
             if d:
                 d.stop()

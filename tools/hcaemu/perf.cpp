@@ -48,6 +48,11 @@ constexpr uint32_t kCacheLine = 64;
 constexpr uint32_t kMaxAllSize = 1u << 23;  // -a: 2^1 .. 2^23
 constexpr uint32_t kDefQkey = 0x11111111;   // perftest's DEF_QKEY
 constexpr uint32_t kGrhLen = 40;            // a UD receive's GRH (IBTA 11.4.1.1; perftest's UD_ADDITION)
+// A WR's wr_id: the QP's index in its low kQpBits (-q is at most kMaxQps), its count (a send) or
+// its --dump slot (a receive) above.
+constexpr uint32_t kQpBits = 16;
+constexpr uint64_t kQpMask = (uint64_t(1) << kQpBits) - 1;
+static_assert(kMaxQps <= kQpMask + 1);
 
 // perftest reads the cycle counter (get_cycles) per WR; so do we: the TSC at the rate the EAL
 // measured (steady_clock when this process has no EAL, as a daemon's client).
@@ -439,7 +444,7 @@ bool Session::post_recv(size_t q) {
         base = ring(q, slot);
         len = slot_len_;
         std::memset(base, 0, slot_len_);
-        wr_id |= slot << 8;
+        wr_id |= slot << kQpBits;
     }
     Sge sge = ud_ ? Sge{addr(base + cache_line_) - kGrhLen, recv_len_, mr_->lkey()} : Sge{addr(base), uint32_t(len), mr_->lkey()};
     RecvWr wr;
@@ -463,9 +468,9 @@ bool Session::drain_cq() {
             if (w.status != WcStatus::success)
                 return fail(std::string("completion error on QP ") + std::to_string(w.qp_num) + ": " + name(w.status) +
                             " (" + name(w.opcode) + ")");
-            const size_t q = size_t(w.wr_id & 0xFF);
+            const size_t q = size_t(w.wr_id & kQpMask);
             if (w.opcode == WcOpcode::recv) {
-                const uint8_t* at = ring_ ? ring(q, w.wr_id >> 8) + (ud_ ? cache_line_ : 0) : sink(q);
+                const uint8_t* at = ring_ ? ring(q, w.wr_id >> kQpBits) + (ud_ ? cache_line_ : 0) : sink(q);
                 last_sink_[q] = at;
                 if (dump_) record('v', 0, at, ud_ ? (w.byte_len > kGrhLen ? w.byte_len - kGrhLen : 0) : w.byte_len);
                 ++recvd_[q];
@@ -473,7 +478,7 @@ bool Session::drain_cq() {
                 sample_recvd_ += counted;
                 last_recv_ns_ = t;
             } else {
-                const uint64_t upto = w.wr_id >> 8;  // the WR's count on its QP
+                const uint64_t upto = w.wr_id >> kQpBits;  // the WR's count on its QP
                 if (dump_)
                     for (uint64_t k = sent_[q] + 1; k <= upto; ++k) record_wr(q, k);
                 total_sent_ += upto - sent_[q];
@@ -627,7 +632,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
                 }
                 const bool signaled = n % cq_mod == 0 || (!timed && n == iters);
                 wr[q].send_flags = signaled ? send_flag::signaled : 0;
-                wr[q].wr_id = n << 8 | q;
+                wr[q].wr_id = n << kQpBits | q;
                 if (!timed) tposted_[total_posted] = now_ns();
                 const SendWr* bad = nullptr;
                 const Status s = qps_[q]->post_send(&wr[q], &bad);
@@ -733,7 +738,7 @@ bool Session::write_lat(uint64_t size) {
         if (scnt < iters) {
             if (!timed_) tposted_[scnt] = now_ns();
             *post_byte = uint8_t(++scnt);
-            wr.wr_id = scnt << 8;
+            wr.wr_id = scnt << kQpBits;
             const SendWr* bad = nullptr;
             const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
@@ -766,7 +771,7 @@ bool Session::send_lat(uint64_t size) {
         }
         if (scnt < iters) {
             if (!timed_) tposted_[scnt] = now_ns();
-            wr.wr_id = ++scnt << 8;
+            wr.wr_id = ++scnt << kQpBits;
             const SendWr* bad = nullptr;
             const Status s = qps_[0]->post_send(&wr, &bad);
             if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
@@ -792,7 +797,7 @@ bool Session::read_atomic_lat(uint64_t size) {
     for (;;) {
         if (timed_ ? over() : n >= o_.iters) break;
         if (!timed_) tposted_[n] = now_ns();
-        wr.wr_id = ++n << 8;
+        wr.wr_id = ++n << kQpBits;
         const SendWr* bad = nullptr;
         const Status s = qps_[0]->post_send(&wr, &bad);
         if (s != Status::ok) return fail(std::string("post_send: ") + name(s));
@@ -1033,7 +1038,9 @@ int Session::run() {
                          access::local_write | access::remote_write | access::remote_read | access::remote_atomic);
     if (!mr.ok()) return fail(std::string("reg_mr: ") + name(mr.status)), 1;
     mr_ = std::move(mr.value);
-    const int cqe = int(std::min<uint64_t>(uint64_t(nq_) * (o_.tx_depth + o_.rx_depth) + 16, 65535));
+    // Every WR's completion, at most the device's max_cqe: with many QPs the CQ is drained each
+    // turn, and a turn completes at most one receive burst.
+    const int cqe = int(std::min<uint64_t>(uint64_t(nq_) * (o_.tx_depth + o_.rx_depth) + 16, dev.query_device().max_cqe));
     auto cq = dev.create_cq(cqe);
     if (!cq.ok()) return fail(std::string("create_cq: ") + name(cq.status)), 1;
     cq_ = std::move(cq.value);

@@ -29,6 +29,9 @@ enum class Verb : uint8_t { send, write, read, atomic };  // perftest's testsStr
 enum class Kind : uint8_t { bw, lat };
 enum class AtomicOp : uint8_t { cmp_and_swap, fetch_and_add };
 
+// -q's upper bound: QPs of one test (each takes two buffers of the largest message, at least 4 KiB).
+inline constexpr uint32_t kMaxQps = 16384;
+
 struct Options {
     Verb verb = Verb::write;
     Kind kind = Kind::bw;

@@ -26,7 +26,7 @@ const char* const kPerfHelp =
     "  -n, --iters N         iterations (default 5000 for BW, 1000 for latency; at least 5)\n"
     "  -D, --duration SEC    run for SEC seconds instead of -n (as perftest: SEC/4 s of warm-up and of\n"
     "                        cool-down are not counted); not with -a\n"
-    "  -q, --qp N            QPs (BW tests; default 1)\n"
+    "  -q, --qp N            QPs (BW tests, 1..16384; default 1)\n"
     "  -m, --mtu N           256, 512, 1024, 2048 or 4096 (default: the port's active MTU)\n"
     "  -t, --tx-depth N      send queue depth (default 128 for BW, 1 for latency)\n"
     "  -r, --rx-depth N      receive queue depth (send tests; default 512)\n"
@@ -169,7 +169,7 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
             if (!num(1, 86400, v)) return false;
             o.duration = uint32_t(v);
         } else if (a == "-q" || a == "--qp") {
-            if (!num(1, 64, v)) return false;
+            if (!num(1, kMaxQps, v)) return false;
             o.num_qps = uint32_t(v);
         } else if (a == "-m" || a == "--mtu") {
             if (!num(256, 4096, v)) return false;

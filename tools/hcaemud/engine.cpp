@@ -52,6 +52,7 @@ struct RingV {
     uint32_t esz = 0;
     uint64_t taken = 0;     // SQ/RQ/SRQ: entries taken; CQ: CQEs written (our prod)
     uint64_t cons_pub = 0;  // SQ/RQ/SRQ: the cons last stored
+    uint64_t prod_seen = 0; // SQ/RQ/SRQ: the prod last loaded
     bool error = false;
     // The client may write anything into the header; its words are read atomically.
     bool header_ok() const {
@@ -139,6 +140,7 @@ struct QpE {
     QpObj* obj = nullptr;
     RingV sq, rq;
     bool has_rq = false;
+    bool busy = false;  // on Engine::busy_: its rings have WQEs not yet taken or not yet retired
     ctl::CreateQpReq init{};
     QpCap cap;
 };
@@ -182,7 +184,7 @@ size_t Engine::turn() {
     size_t work = 0;
     turn_rings(work);
     work += att_.poll();
-    turn_rings(work);
+    turn_rings(work, true);
     move_cqes(work);
     route_events();
     if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
@@ -280,6 +282,7 @@ void Engine::take_send(Client& c, QpE& q, size_t& work) {
         r.cons_pub = cons;
     }
     const uint64_t prod = r.h->prod.load(std::memory_order_acquire);
+    r.prod_seen = prod;
     if (prod == r.taken) return;
     if (!r.header_ok() || prod - cons > r.cap || prod - r.taken > r.cap) return ring_error(&q, nullptr);
     // Sends wait in the ring until the QP can take them (RTS; SQD queues, SQE/ERR flush).
@@ -371,6 +374,7 @@ void Engine::take_recv(QpE* q, SrqE* sq, size_t& work) {
         r.cons_pub = cons;
     }
     const uint64_t prod = r.h->prod.load(std::memory_order_acquire);
+    r.prod_seen = prod;
     if (prod == r.taken) return;
     if (!r.header_ok() || prod - cons > r.cap || prod - r.taken > r.cap) return ring_error(q, sq);
     if (q && q->obj->state() == QpState::reset) return;  // receives wait until INIT
@@ -422,13 +426,75 @@ void Engine::take_recv(QpE* q, SrqE* sq, size_t& work) {
     }
 }
 
-void Engine::turn_rings(size_t& work) {
-    for (QpE* q : qps_) {
-        if (!q->sq.error) take_send(*q->owner, *q, work);
-        if (q->has_rq && !q->rq.error) take_recv(q, nullptr, work);
+namespace {
+
+// A ring to watch every turn: entries the client wrote that are not yet taken (the QP's state or
+// its full queue holds them back), or taken WQEs not yet retired (their retirement moves cons).
+bool unsettled(const RingV& r) { return !r.error && (r.prod_seen != r.taken || r.taken != r.cons_pub); }
+
+// cons for the WQEs retired: taken less those the device still holds (`outstanding`).
+void publish_cons(RingV& r, uint64_t outstanding) {
+    const uint64_t cons = r.taken - outstanding;
+    if (r.error || cons == r.cons_pub) return;
+    r.h->cons.store(cons, std::memory_order_release);
+    r.cons_pub = cons;
+}
+
+}  // namespace
+
+void Engine::visit(QpE& q, size_t& work) {
+    if (!q.sq.error) take_send(*q.owner, q, work);
+    if (q.has_rq && !q.rq.error) take_recv(&q, nullptr, work);
+}
+
+// The rings with work in them (busy_), up to kBusySlice QPs a call in turn, and every ring of
+// kIdleSlice QPs in turn: a call costs O(slices), not O(QPs) (with 1024 QPs the walk over all of
+// them, twice a turn, was most of the daemon's time, then the walk over 1024 busy ones). A WQE
+// posted into a ring is seen within busy_.size() / kBusySlice calls (an idle ring: qps_.size() /
+// kIdleSlice); with up to that many QPs, at once. A ring's cons moves here for WQEs retired
+// without a completion, and in move_cqes for those with one, before the client can see it.
+// `srqs_only`: the pass after the engine's turn (SRQs are few and have no CQ of their own).
+void Engine::turn_rings(size_t& work, bool srqs_only) {
+    for (size_t k = srqs_only ? 0 : std::min(busy_.size(), kBusySlice); k > 0 && !busy_.empty(); --k) {
+        if (busy_next_ >= busy_.size()) busy_next_ = 0;
+        QpE* q = busy_[busy_next_];
+        if (unsettled(q->sq)) take_send(*q->owner, *q, work);
+        if (q->has_rq && unsettled(q->rq)) take_recv(q, nullptr, work);
+        if (unsettled(q->sq) || (q->has_rq && unsettled(q->rq))) {
+            ++busy_next_;
+            continue;
+        }
+        q->busy = false;
+        busy_[busy_next_] = busy_.back();  // visited next
+        busy_.pop_back();
+    }
+    for (size_t k = srqs_only ? 0 : std::min(qps_.size(), kIdleSlice); k > 0; --k) {
+        if (idle_next_ >= qps_.size()) idle_next_ = 0;
+        QpE* q = qps_[idle_next_++];
+        visit(*q, work);
+        if (!q->busy && (unsettled(q->sq) || (q->has_rq && unsettled(q->rq)))) {
+            q->busy = true;
+            busy_.push_back(q);
+        }
     }
     for (SrqE* s : srqs_)
         if (!s->r.error) take_recv(nullptr, s, work);
+}
+
+// A completion of QP `qpn` is about to be moved into its CQ ring: its rings' cons first, so that
+// the client, seeing it, finds the slots free (a tx depth of 1 posts into the one it frees).
+void Engine::publish_qp(uint32_t qpn) {
+    QpE* q = qpn < by_qpn_.size() ? by_qpn_[qpn] : nullptr;
+    if (!q) return;
+    publish_cons(q->sq, q->obj->sq.count());
+    if (q->has_rq) publish_cons(q->rq, q->obj->rq.count());
+}
+
+void Engine::forget_qp(QpE* q) {
+    std::erase(qps_, q);
+    if (q->qpn < by_qpn_.size() && by_qpn_[q->qpn] == q) by_qpn_[q->qpn] = nullptr;
+    if (q->busy) std::erase(busy_, q);
+    q->busy = false;
 }
 
 void Engine::move_cqes(size_t& work) {
@@ -449,6 +515,7 @@ void Engine::move_cqes(size_t& work) {
         if (!room) continue;
         const int n = c->cq.poll(std::span<Wc>(wc, std::min<uint64_t>(room, 32)));
         for (int i = 0; i < n; ++i) {
+            publish_qp(wc[i].qp_num);
             const shm::Cqe e = shm::to_cqe(wc[i]);
             std::memcpy(c->r.ents + (c->r.taken % c->r.cap) * sizeof e, &e, sizeof e);
             ++c->r.taken;
@@ -600,7 +667,7 @@ void Engine::remove_client(uint32_t id) {
     // QPs to ERR (flushed WRs have nobody to go to), then destroyed: peers see them vanish.
     for (auto& [h, q] : c.qps) {
         to_err(q->qp);
-        std::erase(qps_, q.get());
+        forget_qp(q.get());
         qpn_owner_.erase(q->qpn);
         (void)q->qp.destroy();
         ++n;
@@ -1102,6 +1169,8 @@ Msg Ops::create_qp(Engine& en, const Req& in) {
     rep.rq_offset = srq ? 0 : sq_bytes;
     rep.ring_bytes = sq_bytes + rq_bytes;
     en.qps_.push_back(e.get());
+    if (e->qpn >= en.by_qpn_.size()) en.by_qpn_.resize(size_t(e->qpn) + 1, nullptr);  // control path
+    en.by_qpn_[e->qpn] = e.get();
     en.qpn_owner_[e->qpn] = in.cid;
     c.qps[e->handle] = std::move(e);
     return in.with_fd(&rep, sizeof rep, rfd);
@@ -1114,7 +1183,7 @@ Msg Ops::destroy_qp(Engine& en, const Req& in) {
     QpE* q = it->second.get();
     const Status s = q->qp.destroy();
     if (s == Status::ok) {
-        std::erase(en.qps_, q);
+        en.forget_qp(q);
         en.qpn_owner_.erase(q->qpn);
         in.c.qps.erase(it);
     }

@@ -109,7 +109,10 @@ public:
     uint32_t max_objects() const { return max_objects_; }
 
 private:
-    void turn_rings(size_t& work);
+    void turn_rings(size_t& work, bool srqs_only = false);
+    void publish_qp(uint32_t qpn);     // its rings' cons, before a completion of it is moved
+    void visit(QpE& q, size_t& work);  // a QP's SQ and RQ ring
+    void forget_qp(QpE* q);            // off qps_ and busy_ (destroyed)
     void move_cqes(size_t& work);
     void route_events();
     void route_cm_events();
@@ -130,6 +133,10 @@ private:
     std::map<uint32_t, std::unique_ptr<Client>> clients_;
     std::vector<Client*> client_list_;  // the same clients, for the per-turn event walk
     std::vector<QpE*> qps_;    // live QPs with rings, for the doorbells
+    std::vector<QpE*> busy_;   // those with WQEs in their rings not yet taken or retired (turn_rings)
+    size_t busy_next_ = 0, idle_next_ = 0;  // where the walks over busy_ and qps_ go on
+    static constexpr size_t kBusySlice = 64, kIdleSlice = 32;  // QPs looked at per turn_rings
+    std::vector<QpE*> by_qpn_;  // live QPs by QPN (null: none or not a client's): move_cqes' lookup
     std::vector<SrqE*> srqs_;
     std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup
     std::vector<CqE*> cqs_;
