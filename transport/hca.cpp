@@ -294,6 +294,8 @@ void Hca::tx_flush() {
 
 size_t Hca::poll() {
     size_t moved = 0;
+    in_poll_ = true;
+    now_valid_ = false;
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
     for (uint16_t i = 0; i < n; ++i) {
         receive(rxq_[i]);
@@ -317,7 +319,7 @@ size_t Hca::poll() {
                                }),
                 acks_.end());
 
-    timers_.expire(clock_.now_ns());
+    if (timers_.size()) timers_.expire(now());  // no timer armed: no clock read this turn
 
     // Requesters and READ responders with something due. A QP stays listed while it has more.
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
@@ -332,6 +334,7 @@ size_t Hca::poll() {
     }
     running_.clear();
     tx_flush();
+    in_poll_ = now_valid_ = false;
     return moved;
 }
 
