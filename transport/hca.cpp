@@ -288,7 +288,7 @@ void Hca::tx_flush() {
         sent += k;
     }
     // What the port refused is lost as on a congested wire: RC recovers by retransmission.
-    for (uint32_t i = sent; i < ntx_; ++i) port_.free(txq_[i]);
+    if (sent < ntx_) port_.free_burst(&txq_[sent], uint16_t(ntx_ - sent));
     ntx_ = 0;
 }
 
@@ -297,10 +297,8 @@ size_t Hca::poll() {
     in_poll_ = true;
     now_valid_ = false;
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
-    for (uint16_t i = 0; i < n; ++i) {
-        receive(rxq_[i]);
-        port_.free(rxq_[i]);
-    }
+    for (uint16_t i = 0; i < n; ++i) receive(rxq_[i]);
+    if (n) port_.free_burst(rxq_.data(), n);  // one bulk put for the burst
     moved += n;
 
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
