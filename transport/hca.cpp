@@ -63,9 +63,14 @@ bool Hca::resolve(const Gid& ip, pkt::Mac& mac) {
 }
 
 const pkt::Headers& Hca::tmpl(QpCtx& c) {
-    if (c.dmac_unresolved && resolve(c.qp->attr.ah_attr.dgid, c.tmpl.eth.dst)) c.dmac_unresolved = false;
+    if (c.dmac_unresolved && resolve(c.qp->attr.ah_attr.dgid, c.tmpl.eth.dst)) {
+        c.dmac_unresolved = false;
+        set_tmpl(c);
+    }
     return c.tmpl;
 }
+
+void Hca::set_tmpl(QpCtx& c) { pkt::make_template(c.tmpl, c.ftmpl); }
 
 bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) {
     GidEntry sgid;
@@ -132,6 +137,7 @@ void Hca::ctx_rtr(QpCtx& c) {
     if (qp.type != QpType::ud) {
         headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
         c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        set_tmpl(c);
     }
 }
 
@@ -152,6 +158,7 @@ void Hca::ctx_attrs(QpCtx& c) {
     c.mtu = qp.type == QpType::ud ? port_mtu : std::min(mtu_bytes(qp.attr.path_mtu), port_mtu);
     c.pkey = dev_.pkey(qp.attr.pkey_index);  // pkey_index may change in INIT, RTR and SQD
     c.tmpl.bth.pkey = c.pkey;
+    if (c.ftmpl.valid) set_tmpl(c);
 }
 
 void Hca::qp_modified(QpObj& qp, QpState from) {
@@ -231,7 +238,7 @@ Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn) {
     h.bth.opcode = pkt::op::acknowledge;
     h.bth.psn = psn;
     h.aeth = {syndrome, msn};
-    return send(h, 0, [](std::span<uint8_t>) { return true; });
+    return send(h, 0, [](std::span<uint8_t>) { return true; }, &c.ftmpl);
 }
 
 void Hca::retire(QpCtx& c, const Wc& wc) {

@@ -94,8 +94,10 @@ public:
     // built (the packet does not fit the port's buffers).
     enum class Tx : uint8_t { ok, no_buffer, dma_error, build_error };
     // Builds one packet from `h` with `len` payload bytes that `fill` writes, and queues it.
+    // With a connected QP's template `ft` (QpCtx::ftmpl), `h` must be its tmpl() with only the
+    // BTH's opcode, SE, AckReq, PSN and the extension headers changed: the rest comes from `ft`.
     template <class Fill>
-    Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
+    Tx send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTemplate* ft = nullptr);
     Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn);  // an ACK or NAK
     void schedule(QpCtx& c);
     bool tracing() const { return trace_fn_ != nullptr; }
@@ -146,6 +148,7 @@ public:
                      const pkt::Mac* dmac = nullptr);
     // A connected QP's packet template, its destination MAC filled in once resolved.
     const pkt::Headers& tmpl(QpCtx& c);
+    void set_tmpl(QpCtx& c);  // c.ftmpl from c.tmpl: whenever c.tmpl changes (control path)
 
     // engines
     void req_run(QpCtx& c);
@@ -231,12 +234,14 @@ private:
 };
 
 template <class Fill>
-Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
+Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTemplate* ft) {
     port::Frame f;
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
     size_t hl = 0;
-    if (pkt::build_headers(h, len, {f.data, f.cap}, hl) != pkt::BuildError::ok) {
+    const pkt::BuildError be = ft && ft->valid ? pkt::build_headers_tmpl(*ft, h, len, {f.data, f.cap}, hl)
+                                               : pkt::build_headers(h, len, {f.data, f.cap}, hl);
+    if (be != pkt::BuildError::ok) {
         port_.free(f);
         return Tx::build_error;
     }
