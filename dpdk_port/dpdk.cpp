@@ -565,6 +565,8 @@ void DpdkPort::close() {
     else if (started_) rte_eth_dev_stop(port_);
     started_ = false;
     open_ = false;
+    if (nstash_) rte_pktmbuf_free_bulk(stash_, nstash_);
+    nstash_ = 0;
     if (pool_) rte_mempool_free(pool_);
     pool_ = nullptr;
 }
@@ -586,11 +588,17 @@ bool DpdkPort::link_ok() {
 }
 
 bool DpdkPort::alloc(Frame& f) {
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (!m) {
-        ++stats_.tx_no_buffer;
-        return false;
+    if (nstash_ == 0) {
+        if (rte_pktmbuf_alloc_bulk(pool_, stash_, kStash) == 0) {
+            nstash_ = kStash;
+        } else if (rte_mbuf* one = rte_pktmbuf_alloc(pool_)) {  // fewer than kStash left
+            stash_[nstash_++] = one;
+        } else {
+            ++stats_.tx_no_buffer;
+            return false;
+        }
     }
+    rte_mbuf* m = stash_[--nstash_];
     f.handle = m;
     f.data = rte_pktmbuf_mtod(m, uint8_t*);
     f.cap = rte_pktmbuf_tailroom(m);
@@ -658,6 +666,18 @@ uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
 void DpdkPort::free(Frame& f) {
     if (f.handle) rte_pktmbuf_free(static_cast<rte_mbuf*>(f.handle));
     f.handle = nullptr;
+}
+
+void DpdkPort::free_burst(Frame* frames, uint16_t n) {
+    rte_mbuf* mb[64];
+    while (n) {
+        unsigned k = 0;
+        for (; n && k < 64; --n, ++frames) {
+            if (frames->handle) mb[k++] = static_cast<rte_mbuf*>(frames->handle);
+            frames->handle = nullptr;
+        }
+        rte_pktmbuf_free_bulk(mb, k);
+    }
 }
 
 bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error) {

@@ -12,6 +12,7 @@
 #include "dpdk_port/port.hpp"
 
 struct rte_mempool;
+struct rte_mbuf;
 
 namespace hcaemu::port {
 
@@ -104,6 +105,7 @@ public:
     uint16_t tx_burst(Frame* frames, uint16_t n) override;
     uint16_t rx_burst(Frame* frames, uint16_t n) override;
     void free(Frame& f) override;
+    void free_burst(Frame* frames, uint16_t n) override;  // rte_pktmbuf_free_bulk
     pkt::Mac mac() const override { return mac_; }
     uint32_t mtu() const override { return mtu_; }
     PortStats stats() const override { return stats_; }
@@ -124,8 +126,13 @@ private:
     void reconnect();  // memif client: stop and start the ethdev, which connects again
     void on_burst_fault();
     static constexpr uint32_t kLinkCheckEvery = 16;  // bursts between link reads (no LSC)
+    // alloc() takes mbufs from the pool kStash at a time (rte_pktmbuf_alloc_bulk): one mempool
+    // get per burst of frames instead of one per frame.
+    static constexpr unsigned kStash = 32;
     uint16_t port_ = 0;
     rte_mempool* pool_ = nullptr;
+    rte_mbuf* stash_[kStash] = {};
+    unsigned nstash_ = 0;
     pkt::Mac mac_{};
     uint32_t mtu_ = 1500;
     PortStats stats_;

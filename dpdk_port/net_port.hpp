@@ -126,6 +126,7 @@ public:
     uint16_t tx_burst(Frame* frames, uint16_t n) override;
     uint16_t rx_burst(Frame* frames, uint16_t n) override;
     void free(Frame& f) override { inner_.free(f); }
+    void free_burst(Frame* frames, uint16_t n) override { inner_.free_burst(frames, n); }
     pkt::Mac mac() const override { return mac_; }
     uint32_t mtu() const override { return inner_.mtu(); }
     PortStats stats() const override { return inner_.stats(); }

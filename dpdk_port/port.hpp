@@ -38,6 +38,10 @@ public:
     // Up to n received frames, oldest first. Each goes back with free() once handled.
     virtual uint16_t rx_burst(Frame* frames, uint16_t n) = 0;
     virtual void free(Frame& f) = 0;
+    // free() of n frames at once: a port with a pool puts them back in one bulk operation.
+    virtual void free_burst(Frame* frames, uint16_t n) {
+        for (uint16_t i = 0; i < n; ++i) free(frames[i]);
+    }
 
     virtual pkt::Mac mac() const = 0;
     virtual uint32_t mtu() const = 0;  // Ethernet MTU: the largest IP packet

@@ -2,6 +2,7 @@
 // Two steps for the data path (headers, then the DMA engine puts the payload in place, then
 // build_finish), one call (build) when the payload is already in a buffer.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,6 +33,27 @@ size_t frame_len(const OpcodeInfo& op, bool vlan, bool ipv6, uint32_t payload_le
 // h.udp.length, checksums and h.bth.pad_cnt are ignored). On ok, `hdr_len` is where the payload
 // goes. The ICRC is not yet valid.
 BuildError build_headers(const Headers& h, uint32_t payload_len, std::span<uint8_t> out, size_t& hdr_len);
+
+// A connected QP's headers as bytes, made once (at RTR, on a path or P_Key change, when the
+// peer's MAC is resolved): Ethernet (and VLAN tag), IP, UDP and BTH as build_headers writes them.
+// build_headers_tmpl copies them and writes only what changes per packet.
+struct FrameTemplate {
+    static constexpr size_t kMaxLen = kEthLen + kVlanLen + kIpv6Len + kUdpLen + kBthLen;
+    std::array<uint8_t, kMaxLen> bytes{};
+    uint8_t l3 = 0;        // offset of the IP header
+    uint8_t bth = 0;       // offset of the BTH
+    bool ipv6 = false;
+    bool valid = false;    // make_template succeeded
+    uint32_t ip4_sum = 0;  // IPv4: the header's 16-bit words summed with length, ID and checksum 0
+};
+// The template of `h`'s Ethernet, IP and UDP headers and its BTH's fixed fields (P_Key, QPN,
+// MigReq, TVer, FECN, BECN, reserved bits). False (t.valid false) if they cannot be built.
+bool make_template(const Headers& h, FrameTemplate& t);
+// The same bytes as build_headers(h, ...) when `h` agrees with the headers `t` was made from
+// in every field but these, which are taken from `h`: the BTH's opcode, SE, AckReq and PSN, the
+// IPv4 ID and the extension headers. Lengths, pad count and the IPv4 checksum are computed.
+BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t payload_len,
+                              std::span<uint8_t> out, size_t& hdr_len);
 
 // With the payload at out[hdr_len, hdr_len + payload_len): writes pad bytes, the UDP checksum if
 // asked, the ICRC and any minimum-size padding. Returns the frame length.

@@ -441,3 +441,66 @@ TEST_CASE("UDP source port per QP, as Linux computes it", "[build]") {
     CHECK(udp_sport_for_flow(0, 0x1a, 0x1a) == 49828);  // atomic_fadd_cswap.pcap
     CHECK(udp_sport_for_flow(0x12345, 7, 9) == (0xC000 | ((0x12345 & 0x3FFF) ^ (0x12345 >> 14))));
 }
+
+TEST_CASE("a frame from a QP's header template is byte for byte the one build_headers writes", "[build]") {
+    std::mt19937_64 rng(13);
+    size_t n = 0;
+    for (int variant = 0; variant < 4; ++variant) {
+        const bool v6 = variant & 1, vlan = variant & 2;
+        for (int round = 0; round < 8; ++round) {
+            // The QP's fixed fields (random), then per packet every opcode with its own BTH
+            // fields, IP ID, extension headers and payload length.
+            const Headers base = random_headers(rng, op::rc | op::send_only, v6, vlan);
+            FrameTemplate t;
+            REQUIRE(make_template(base, t));
+            CHECK(t.valid);
+            for (int c = 0; c < 256; ++c) {
+                const OpcodeInfo& oi = opcode_info(uint8_t(c));
+                if (!oi.valid()) continue;
+                Headers r = random_headers(rng, uint8_t(c), v6, vlan);
+                Headers h = base;  // as the transport does: the QP's headers, then the packet's fields
+                h.bth.opcode = uint8_t(c);
+                h.bth.se = r.bth.se;
+                h.bth.ack_req = r.bth.ack_req;
+                h.bth.psn = r.bth.psn;
+                h.ip4.id = uint16_t(rng());
+                h.deth = r.deth;
+                h.feth = r.feth;
+                h.reth = r.reth;
+                h.atomic = r.atomic;
+                h.aeth = r.aeth;
+                h.atomic_ack = r.atomic_ack;
+                h.imm = r.imm;
+                h.ieth_rkey = r.ieth_rkey;
+                h.cnp_reserved = r.cnp_reserved;
+                for (uint32_t plen : {0u, 1u, 3u, 8u, 1024u, 4093u}) {
+                    if (!oi.payload && plen) continue;
+                    INFO(oi.name << " v6 " << v6 << " vlan " << vlan << " payload " << plen);
+                    std::vector<uint8_t> want(plen + 200, 0xAA), got(plen + 200, 0x55);
+                    size_t hw = 0, hg = 0;
+                    REQUIRE(build_headers(h, plen, want, hw) == BuildError::ok);
+                    REQUIRE(build_headers_tmpl(t, h, plen, got, hg) == BuildError::ok);
+                    REQUIRE(hg == hw);
+                    REQUIRE(std::vector<uint8_t>(got.begin(), got.begin() + long(hg)) ==
+                            std::vector<uint8_t>(want.begin(), want.begin() + long(hw)));
+                    ++n;
+                }
+            }
+        }
+    }
+    CHECK(n > 2000);
+    // The errors build_headers gives, from the template too.
+    Headers h = simple(op::rc | op::send_only);
+    FrameTemplate t;
+    REQUIRE(make_template(h, t));
+    std::vector<uint8_t> out(100);
+    size_t hl = 0;
+    h.bth.opcode = op::rc | op::acknowledge;
+    CHECK(build_headers_tmpl(t, h, 4, out, hl) == BuildError::payload_not_allowed);
+    h.bth.opcode = 0x1F;  // reserved
+    CHECK(build_headers_tmpl(t, h, 0, out, hl) == BuildError::unknown_opcode);
+    h.bth.opcode = op::rc | op::send_only;
+    CHECK(build_headers_tmpl(t, h, 64, out, hl) == BuildError::buffer_too_small);
+    std::vector<uint8_t> big(70000);
+    CHECK(build_headers_tmpl(t, h, 65500, big, hl) == BuildError::frame_too_long);
+}

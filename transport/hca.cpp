@@ -65,9 +65,14 @@ bool Hca::resolve(const Gid& ip, pkt::Mac& mac) {
 }
 
 const pkt::Headers& Hca::tmpl(QpCtx& c) {
-    if (c.dmac_unresolved && resolve(c.qp->attr.ah_attr.dgid, c.tmpl.eth.dst)) c.dmac_unresolved = false;
+    if (c.dmac_unresolved && resolve(c.qp->attr.ah_attr.dgid, c.tmpl.eth.dst)) {
+        c.dmac_unresolved = false;
+        set_tmpl(c);
+    }
     return c.tmpl;
 }
+
+void Hca::set_tmpl(QpCtx& c) { pkt::make_template(c.tmpl, c.ftmpl); }
 
 bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) {
     GidEntry sgid;
@@ -135,6 +140,7 @@ void Hca::ctx_rtr(QpCtx& c) {
     if (qp.type != QpType::ud) {
         headers_for(qp, qp.attr.ah_attr, qp.attr.dest_qp_num, c.tmpl);
         c.dmac_unresolved = c.tmpl.eth.dst == pkt::Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        set_tmpl(c);
     }
 }
 
@@ -155,6 +161,7 @@ void Hca::ctx_attrs(QpCtx& c) {
     c.mtu = qp.type == QpType::ud ? port_mtu : std::min(mtu_bytes(qp.attr.path_mtu), port_mtu);
     c.pkey = dev_.pkey(qp.attr.pkey_index);  // pkey_index may change in INIT, RTR and SQD
     c.tmpl.bth.pkey = c.pkey;
+    if (c.ftmpl.valid) set_tmpl(c);
 }
 
 void Hca::qp_modified(QpObj& qp, QpState from) {
@@ -234,7 +241,7 @@ Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn) {
     h.bth.opcode = pkt::op::acknowledge;
     h.bth.psn = psn;
     h.aeth = {syndrome, msn};
-    return send(h, 0, [](std::span<uint8_t>) { return true; });
+    return send(h, 0, [](std::span<uint8_t>) { return true; }, &c.ftmpl);
 }
 
 void Hca::retire(QpCtx& c, const Wc& wc) {
@@ -303,11 +310,11 @@ bool Hca::tx_flush() {
 size_t Hca::poll() {
     size_t moved = 0;
     tx_refused_ = false;  // the port may have room again
+    in_poll_ = true;
+    now_valid_ = false;
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
-    for (uint16_t i = 0; i < n; ++i) {
-        receive(rxq_[i]);
-        port_.free(rxq_[i]);
-    }
+    for (uint16_t i = 0; i < n; ++i) receive(rxq_[i]);
+    if (n) port_.free_burst(rxq_.data(), n);  // one bulk put for the burst
     moved += n;
 
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
@@ -332,7 +339,7 @@ size_t Hca::poll() {
     // read on first; a timeout after that is one.
     if (n < rxq_.size() || ++timer_defer_ >= kTimerDefer) {
         timer_defer_ = 0;
-        timers_.expire(clock_.now_ns());
+        if (timers_.size()) timers_.expire(now());  // no timer armed: no clock read
     }
 
     // Requesters and READ responders with something due. A QP stays listed while it has more.
@@ -359,6 +366,7 @@ size_t Hca::poll() {
     }
     running_.clear();
     tx_flush();
+    in_poll_ = now_valid_ = false;
     return moved;
 }
 

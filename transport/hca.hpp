@@ -137,8 +137,10 @@ public:
     // built (the packet does not fit the port's buffers).
     enum class Tx : uint8_t { ok, no_buffer, dma_error, build_error };
     // Builds one packet from `h` with `len` payload bytes that `fill` writes, and queues it.
+    // With a connected QP's template `ft` (QpCtx::ftmpl), `h` must be its tmpl() with only the
+    // BTH's opcode, SE, AckReq, PSN and the extension headers changed: the rest comes from `ft`.
     template <class Fill>
-    Tx send(pkt::Headers& h, uint32_t len, Fill&& fill);
+    Tx send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTemplate* ft = nullptr);
     Tx send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn);  // an ACK or NAK
     // The next packet queued fills the transmit queue: if the port then refuses it, the
     // requester's turn ends there (its last packet should ask for an ACK).
@@ -171,7 +173,16 @@ public:
     void fatal(QpCtx& c, WcStatus status, WcOpcode op);
     // The requester cannot execute WQE n: it fails once every earlier WQE has completed.
     void req_local_error(QpCtx& c, uint64_t n, WcStatus status);
-    uint64_t now() const { return clock_.now_ns(); }
+    // The clock once per poll turn (the TSC costs ~20 ns in a VM; 13% of an idle turn): the
+    // first call of a turn reads it, the rest of the turn reuses it. Timers are us to s apart,
+    // so a turn's time is precise enough; outside poll() every call reads the clock.
+    uint64_t now() {
+        if (!now_valid_) {
+            now_ns_ = clock_.now_ns();
+            now_valid_ = in_poll_;
+        }
+        return now_ns_;
+    }
     TimerWheel& timers() { return timers_; }
     Counters& counters() { return dev_.counters(); }
     // The peer's MAC: the static table, then port_.neighbor() (which may start ARP/ND).
@@ -183,6 +194,7 @@ public:
                      const pkt::Mac* dmac = nullptr);
     // A connected QP's packet template, its destination MAC filled in once resolved.
     const pkt::Headers& tmpl(QpCtx& c);
+    void set_tmpl(QpCtx& c);  // c.ftmpl from c.tmpl: whenever c.tmpl changes (control path)
 
     // engines
     void req_run(QpCtx& c);
@@ -267,6 +279,9 @@ private:
     uint16_t ip_id_ = 0;
     static constexpr uint32_t kTimerDefer = 64;  // turns of full receive bursts before timers run anyway
     uint32_t timer_defer_ = 0;
+    uint64_t now_ns_ = 0;    // now(): this turn's time, valid while now_valid_
+    bool now_valid_ = false;
+    bool in_poll_ = false;
     std::vector<std::pair<Gid, pkt::Mac>> neighbors_;
     uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;
@@ -280,7 +295,7 @@ private:
 };
 
 template <class Fill>
-Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
+Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTemplate* ft) {
     // The port's queue is full: the sender waits, as a NIC's scheduler waits for room in its
     // transmit ring; nothing is built to be dropped (64+ QPs at once lost most of it, then their
     // retries ran out).
@@ -289,7 +304,9 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
     size_t hl = 0;
-    if (pkt::build_headers(h, len, {f.data, f.cap}, hl) != pkt::BuildError::ok) {
+    const pkt::BuildError be = ft && ft->valid ? pkt::build_headers_tmpl(*ft, h, len, {f.data, f.cap}, hl)
+                                               : pkt::build_headers(h, len, {f.data, f.cap}, hl);
+    if (be != pkt::BuildError::ok) {
         port_.free(f);
         return Tx::build_error;
     }

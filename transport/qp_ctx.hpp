@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hca_model/objects.hpp"
+#include "packet/build.hpp"
 #include "packet/headers.hpp"
 #include "transport/dcqcn.hpp"
 #include "transport/timer_wheel.hpp"
@@ -59,6 +60,7 @@ struct QpCtx {
     QpObj* qp = nullptr;
     Hca* hca = nullptr;
     pkt::Headers tmpl;          // Ethernet, IP, UDP and BTH fields fixed for this QP's packets
+    pkt::FrameTemplate ftmpl;   // tmpl as bytes (Hca::set_tmpl): per packet only what changes is written
     bool dmac_unresolved = false;  // tmpl.eth.dst is broadcast until the peer's MAC is known
     uint32_t mtu = 1024;        // path MTU in bytes
     uint16_t pkey = 0xFFFF;     // the P_Key at the QP's pkey_index: sent in BTH, matched on receive

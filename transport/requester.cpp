@@ -177,7 +177,7 @@ void Hca::req_run(QpCtx& c) {
             if (dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out) != MrError::ok) return false;
             trace_dma_sges(TraceKind::dma_read, q.qpn, h.bth.psn, q.send_sges(n), w.num_sge, off, uint32_t(out.size()));
             return true;
-        });
+        }, q.type == QpType::ud ? nullptr : &c.ftmpl);
         if (r == Tx::no_buffer) {
             schedule(c);  // the port's pool is empty: continue next turn
             break;

@@ -198,7 +198,7 @@ bool Hca::resp_send_resource(QpCtx& c, RespResource& r, uint32_t& budget) {
             if (dev_.dma().remote_read(q.pd, r.rkey, va, out) != MrError::ok) return false;
             trace_dma(TraceKind::dma_read, q.qpn, h.bth.psn, va, r.rkey, uint32_t(out.size()));
             return true;
-        });
+        }, &c.ftmpl);
         if (t == Tx::no_buffer) return false;
         if (t == Tx::dma_error) {  // the MR went away or changed since the request: access error
             r.sending = false;
