@@ -101,10 +101,16 @@ def rejected(r):
     return "REJECTED" in r[1] + r[2]
 
 
+WAIT_FOR = [None]  # local pairs: the memif socket the server's HCA makes (the client's HCA connects to it)
+
+
 def cm_pair(name, scmd, senv, ccmd, cenv, timeout=90):
     """The server, then the client, run again while it finds nobody listening: ((rc, out, err) of the
     server, of the client)."""
     ps = start(scmd, senv)
+    end = time.time() + 30
+    while WAIT_FOR[0] and not os.path.exists(WAIT_FOR[0]) and time.time() < end and ps.poll() is None:
+        time.sleep(0.05)
     time.sleep(0.5)
     cr = None
     for _ in range(10):
@@ -134,7 +140,7 @@ def rping_lines(count, size):
 def case_rping(mode, ends, sip, exec_cmd=None):
     port, n, size = str(free_port()), 10, 100
     (senv, _), (cenv, _) = ends
-    scmd = ["rping", "-s", "-a", sip, "-p", port, "-v", "-C", str(n)]
+    scmd = ["rping", "-s", "-a", sip, "-p", port, "-v", "-C", str(n), "-S", str(size)]
     ccmd = ["rping", "-c", "-a", sip, "-p", port, "-v", "-V", "-C", str(n), "-S", str(size)]
     if exec_cmd:
         scmd, senv = exec_cmd("server", scmd)
@@ -165,11 +171,23 @@ def case_ucmatose(mode, ends, sip):
 
 
 def case_reject(mode, ends, sip):
-    port = str(free_port())
-    (_, _), (cenv, _) = ends
-    rc, out, err = run(["ucmatose", "-s", sip, "-p", port, "-c", "1", "-C", "1"], cenv, 60)
-    expect(f"[{mode}] ucmatose to port {port} where nobody listens: RDMA_CM_EVENT_REJECTED, error 8 (invalid service ID)",
-           "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8" in out and rc != 0, (rc, out, err))
+    """A connect to a port nobody listens on, while the peer's HCA runs (an rping server on another
+    port: a local HCA lives in its program)."""
+    port, other = str(free_port()), str(free_port())
+    (senv, _), (cenv, _) = ends
+    ps = start(["rping", "-s", "-a", sip, "-p", other, "-C", "1"], senv)
+    try:
+        end = time.time() + 30
+        while WAIT_FOR[0] and not os.path.exists(WAIT_FOR[0]) and time.time() < end and ps.poll() is None:
+            time.sleep(0.05)
+        time.sleep(1)
+        rc, out, err = run(["ucmatose", "-s", sip, "-p", port, "-c", "1", "-C", "1"], cenv, 60)
+        expect(f"[{mode}] ucmatose to port {port} where nobody listens: RDMA_CM_EVENT_REJECTED, error 8 "
+               "(invalid service ID)", "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8" in out and rc != 0,
+               (rc, out, err))
+    finally:
+        ps.kill()  # our own child, by its handle
+        finish(ps, 10)
 
 
 def case_udaddy(mode, ends, sip):
@@ -254,7 +272,9 @@ def local_pair(tmp, hcaemu, only):
         return [hcaemu, "exec", "--ip", ip, "--mac", mac, "--eal",
                 eal(lc, memif(role, sock), prefix=pre + role[0]), "--"] + cmd, e
 
+    WAIT_FOR[0] = sock
     matrix("local", ends, "198.18.7.1", exec_cmd=via_exec, only=only)
+    WAIT_FOR[0] = None
 
 
 # ---------------------------------------------------------------- rdma-core's tests

@@ -3,6 +3,7 @@
 #include <endian.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -236,8 +237,23 @@ int init_qp_attr(IdState& st, ibv_qp_state state, ibv_qp_attr& attr, int& mask) 
     return 0;
 }
 
+bool debug() {
+    static const bool on = [] {
+        const char* v = std::getenv("HCAEMU_RDMACM_DEBUG");
+        return v && *v && *v != '0';
+    }();
+    return on;
+}
+
 int modify(ibv_qp* qp, ibv_qp_attr& attr, int mask) {
     const int r = ibv_modify_qp(qp, &attr, mask);
+    if (debug())
+        std::fprintf(stderr,
+                     "librdmacm (hcaemu): QPN %u to state %d, mask 0x%x: %s (dest QPN %u, rq_psn %u, sq_psn %u, "
+                     "max_rd_atomic %u, max_dest_rd_atomic %u, mtu %d, timeout %u, retry %u, rnr_retry %u, dgid ..%02x)\n",
+                     qp->qp_num, int(attr.qp_state), unsigned(mask), r ? std::strerror(r) : "ok", attr.dest_qp_num,
+                     attr.rq_psn, attr.sq_psn, attr.max_rd_atomic, attr.max_dest_rd_atomic, int(attr.path_mtu),
+                     attr.timeout, attr.retry_cnt, attr.rnr_retry, attr.ah_attr.grh.dgid.raw[15]);
     return r ? err(r) : 0;
 }
 
