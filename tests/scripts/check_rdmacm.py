@@ -287,10 +287,22 @@ def rdma_core(tmp, hcaemud, suite, libdir):
             return
         env = cv.env_for(HCAEMU_DEVICE=f"unix:{s}")
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        rc, out, err = run(["/usr/bin/python3", "-c", "import pyverbs.cmid\nprint(open('/proc/self/maps').read())"], env)
+        expect("rdma_core: pyverbs.cmid loads our librdmacm.so.1",
+               rc == 0 and os.path.realpath(LIB[0]) in {os.path.realpath(x.split()[-1]) for x in out.splitlines()
+                                                         if "librdmacm" in x}, (rc, err))
         r = subprocess.run(["/usr/bin/python3", "run_tests.py", "-v", "--dev", "hcaemu0", "test_rdmacm", "test_addr"],
                            cwd=suite, env=env, capture_output=True, text=True, timeout=600)
         out = r.stdout + r.stderr
-        results = re.findall(r"^(test_\w+) \(([\w.]+)\)[^\n]*? \.\.\. (ok|skipped '([^']*)'|FAIL|ERROR)$", out, re.M)
+        results, cur = [], None  # (test, module, result, skip reason); a docstring line may come between
+        for line in out.splitlines():
+            m = re.match(r"^(test_\w+) \(([\w.]+)\)", line)
+            if m:
+                cur = m.groups()
+            r2 = re.search(r" \.\.\. (ok|skipped (['\"])(.*)\2|FAIL|ERROR)$", line)
+            if r2 and cur:
+                results.append((cur[0], cur[1], r2.group(1), r2.group(3) or ""))
+                cur = None
         summary = re.search(r"^Ran (\d+) tests", out, re.M)
         passed = [t for t, _, res, _ in results if res == "ok"]
         skips = {}
