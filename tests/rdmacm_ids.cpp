@@ -168,8 +168,16 @@ public:
     int accept(uint32_t id, const api::CmConnParam& p) override {
         auto it = ids.find(id);
         if (it == ids.end() || !it->second.peer) return EINVAL;
-        push(it->second.qp_type == QpType::ud ? api::CmEventType::established : api::CmEventType::connect_response,
-             it->second.peer, 0, &p);
+        if (it->second.qp_type != QpType::ud) {
+            push(api::CmEventType::connect_response, it->second.peer, 0, &p);
+            return 0;
+        }
+        api::CmConnParam u = p;  // a SIDR_REP: where the passive side's QP is
+        u.qkey = p.qkey;
+        u.ah.dgid = gid_of(it->second.src);
+        u.ah.hop_limit = 64;
+        u.ah.port_num = 1;
+        push(api::CmEventType::established, it->second.peer, 0, &u);
         return 0;
     }
     int reject(uint32_t id, const uint8_t* pd, uint8_t len) override {
@@ -496,6 +504,46 @@ TEST_CASE("rdmacm: a synchronous id waits for its own events; migrate moves queu
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(a);
     rdma_destroy_event_channel(b);
+}
+
+TEST_CASE("rdmacm: UD (RDMA_PS_UDP): the request and the SIDR reply carry param.ud") {
+    fx();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id *listen = nullptr, *client = nullptr;
+    REQUIRE(rdma_create_id(ch, &listen, nullptr, RDMA_PS_UDP) == 0);
+    REQUIRE(rdma_create_id(ch, &client, nullptr, RDMA_PS_UDP) == 0);
+    sockaddr_in s = addr4(kIp, 7174);
+    REQUIRE(rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&s)) == 0);
+    REQUIRE(rdma_listen(listen, 1) == 0);
+    REQUIRE(rdma_resolve_addr(client, nullptr, reinterpret_cast<sockaddr*>(&s), 2000) == 0);
+    rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    rdma_conn_param cp{};
+    cp.private_data = "ud?";
+    cp.private_data_len = 3;
+    REQUIRE(rdma_connect(client, &cp) == 0);
+    rdma_cm_event* ev = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* conn = ev->id;
+    CHECK(conn->qp_type == IBV_QPT_UD);
+    CHECK(priv(ev->param.ud.private_data, ev->param.ud.private_data_len) == "ud?");
+    rdma_ack_cm_event(ev);
+    rdma_conn_param ap{};
+    ap.qp_num = 0x123456;
+    ap.private_data = "ud!";
+    ap.private_data_len = 3;
+    REQUIRE(rdma_accept(conn, &ap) == 0);  // UD: returns at once, no RTU
+    ev = expect_event(ch, RDMA_CM_EVENT_ESTABLISHED);
+    CHECK(ev->id == client);
+    CHECK(ev->param.ud.qp_num == 0x123456);
+    CHECK(ev->param.ud.qkey == RDMA_UDP_QKEY);  // the library asks for RDMA_PS_UDP's Q_Key
+    CHECK(ev->param.ud.ah_attr.is_global == 1);
+    CHECK(ev->param.ud.ah_attr.grh.dgid.raw[10] == 0xff);
+    CHECK(ev->param.ud.ah_attr.grh.dgid.raw[15] == 1);
+    CHECK(ev->param.ud.ah_attr.grh.hop_limit == 64);
+    CHECK(ev->param.ud.ah_attr.port_num == 1);
+    CHECK(priv(ev->param.ud.private_data, ev->param.ud.private_data_len) == "ud!");
+    rdma_ack_cm_event(ev);
+    for (rdma_cm_id* id : {conn, listen, client}) CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(ch);
 }
 
 TEST_CASE("rdmacm: options reach the CM id, also one made after them") {
