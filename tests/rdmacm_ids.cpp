@@ -64,8 +64,8 @@ public:
     uint32_t destroyed = 0;
     sockaddr_storage own{};
 
-    FakeCm() {
-        const sockaddr_in a = addr4(kIp, 0);
+    explicit FakeCm(const char* ip = kIp) {
+        const sockaddr_in a = addr4(ip, 0);
         std::memcpy(&own, &a, sizeof a);
     }
     ~FakeCm() override { ::close(efd); }
@@ -157,7 +157,9 @@ public:
         for (auto& [n, o] : ids)
             if (o.listening && port(o.src) == port(it->second.dst)) {
                 const uint32_t child = next++;
-                ids[child] = Id{o.ps, o.qp_type, o.context, o.src, it->second.src, true, false, true, id, {}};
+                sockaddr_storage src = own;  // the address the request came to, the listener's port
+                reinterpret_cast<sockaddr_in*>(&src)->sin_port = htons(port(o.src));
+                ids[child] = Id{o.ps, o.qp_type, o.context, src, it->second.src, true, false, true, id, {}};
                 it->second.peer = child;
                 push(api::CmEventType::connect_request, child, 0, &p, n);
                 return 0;
@@ -230,30 +232,38 @@ public:
 };
 
 // The one fake device, made before the library's first call (its device source).
+// Two fake devices, fake0 (198.18.0.1) and fake1 (198.18.1.1), each its own CM and lock.
 struct Fixture {
-    FakeCm cm;
-    std::mutex mu;
-    ibv_device dev{};
-    ibv_context ctx{};
+    FakeCm cm, cm2{"198.18.1.1"};
+    std::mutex mu, mu2;
+    ibv_device dev{}, dev2{};
+    ibv_context ctx{}, ctx2{};
     Fixture() {
-        dev.transport_type = IBV_TRANSPORT_IB;
+        dev.transport_type = dev2.transport_type = IBV_TRANSPORT_IB;
         std::strcpy(dev.name, "fake0");
+        std::strcpy(dev2.name, "fake1");
         ctx.device = &dev;
+        ctx2.device = &dev2;
         rdmacm::set_device_source([this](std::vector<std::unique_ptr<rdmacm::Device>>& out) {
-            auto d = std::make_unique<rdmacm::Device>();
-            d->verbs = &ctx;
-            d->lock = [this] {
-                mu.lock();
-                return static_cast<api::Cm*>(&cm);
-            };
-            d->unlock = [this] { mu.unlock(); };
-            d->ip = cm.own;
-            d->max_init_depth = d->max_resp_res = 16;
-            out.push_back(std::move(d));
+            out.push_back(device(ctx, cm, mu));
+            out.push_back(device(ctx2, cm2, mu2));
             return true;
         });
     }
+    static std::unique_ptr<rdmacm::Device> device(ibv_context& c, FakeCm& f, std::mutex& m) {
+        auto d = std::make_unique<rdmacm::Device>();
+        d->verbs = &c;
+        d->lock = [&f, &m] {
+            m.lock();
+            return static_cast<api::Cm*>(&f);
+        };
+        d->unlock = [&m] { m.unlock(); };
+        d->ip = f.own;
+        d->max_init_depth = d->max_resp_res = 16;
+        return d;
+    }
     std::lock_guard<std::mutex> hold() { return std::lock_guard<std::mutex>(mu); }
+    std::lock_guard<std::mutex> hold2() { return std::lock_guard<std::mutex>(mu2); }
 };
 
 Fixture& fx() {
@@ -307,9 +317,20 @@ TEST_CASE("rdmacm: bind picks the device by address; a second bind to the port i
     errno = 0;
     CHECK(rdma_bind_addr(w, reinterpret_cast<sockaddr*>(&any)) == -1);  // bound already
     CHECK(errno == EINVAL);
-    const uint32_t before = fx().cm.destroyed;
-    for (rdma_cm_id* id : {a, b, c, w}) CHECK(rdma_destroy_id(id) == 0);
-    CHECK(fx().cm.destroyed == before + 2);  // a's and w's CM ids (b's and c's failed binds left none)
+    {
+        auto g = fx().hold2();  // the wildcard: a CM id on fake1 too, on the same port
+        REQUIRE(fx().cm2.ids.size() == 1);
+        CHECK(FakeCm::port(fx().cm2.ids.begin()->second.src) == ntohs(rdma_get_src_port(w)));
+    }
+    sockaddr_in on1 = addr4("198.18.1.1", 7471);  // the same port on fake1's address: free there
+    rdma_cm_id* d1 = nullptr;
+    REQUIRE(rdma_create_id(ch, &d1, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_bind_addr(d1, reinterpret_cast<sockaddr*>(&on1)) == 0);
+    CHECK(d1->verbs == &fx().ctx2);
+    const uint32_t before = fx().cm.destroyed, before2 = fx().cm2.destroyed;
+    for (rdma_cm_id* id : {a, b, c, w, d1}) CHECK(rdma_destroy_id(id) == 0);
+    CHECK(fx().cm.destroyed == before + 2);    // a's and w's CM ids (b's and c's failed binds left none)
+    CHECK(fx().cm2.destroyed == before2 + 2);  // w's and d1's
     {
         auto g = fx().hold();
         CHECK(fx().cm.ids.empty());
@@ -434,6 +455,37 @@ TEST_CASE("rdmacm: connect, accept, establish and disconnect route to both ids w
     CHECK(rdma_destroy_id(client) == 0);
     rdma_destroy_event_channel(sch);
     rdma_destroy_event_channel(cch);
+}
+
+TEST_CASE("rdmacm: a wildcard listener takes requests on every device; resolve picks the device by address") {
+    fx();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id *listen = nullptr, *client = nullptr, *far = nullptr;
+    REQUIRE(rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_create_id(ch, &client, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_create_id(ch, &far, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_listen(listen, 1) == 0);  // unbound: bound to 0.0.0.0, any port, on both devices
+    CHECK(listen->verbs == nullptr);
+    const uint16_t port = ntohs(rdma_get_src_port(listen));
+    CHECK(port != 0);
+    sockaddr_in dst = addr4("198.18.1.1", port);  // fake1's own address
+    REQUIRE(rdma_resolve_addr(client, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    CHECK(client->verbs == &fx().ctx2);
+    sockaddr_in dst2 = addr4("198.18.1.77", 9);  // fake1's /24
+    REQUIRE(rdma_resolve_addr(far, nullptr, reinterpret_cast<sockaddr*>(&dst2), 2000) == 0);
+    CHECK(far->verbs == &fx().ctx2);
+    for (int i = 0; i < 2; ++i) rdma_ack_cm_event(expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    rdma_conn_param cp{};
+    cp.retry_count = 7;
+    REQUIRE(rdma_connect(client, &cp) == 0);
+    rdma_cm_event* ev = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    CHECK(ev->listen_id == listen);
+    CHECK(ev->id->verbs == &fx().ctx2);  // the new id is on the device the request came through
+    CHECK(ev->id->route.addr.src_sin.sin_addr.s_addr == dst.sin_addr.s_addr);
+    rdma_cm_id* conn = ev->id;
+    rdma_ack_cm_event(ev);
+    for (rdma_cm_id* id : {conn, listen, client, far}) CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(ch);
 }
 
 TEST_CASE("rdmacm: rejects reach the active side with their reason and private data") {
@@ -605,9 +657,10 @@ TEST_CASE("rdmacm: unsupported calls answer ENOSYS / EINVAL, never crash") {
     int n = -1;
     ibv_context** devs = rdma_get_devices(&n);
     REQUIRE(devs);
-    CHECK(n == 1);
+    CHECK(n == 2);
     CHECK(devs[0] == &fx().ctx);
-    CHECK(devs[1] == nullptr);
+    CHECK(devs[1] == &fx().ctx2);
+    CHECK(devs[2] == nullptr);
     rdma_free_devices(devs);
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(ch);
