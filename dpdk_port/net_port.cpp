@@ -325,7 +325,11 @@ void NetPort::rx_icmp6(const uint8_t* ip, uint32_t len) {
     if (!e || e->is_static) return void(++st_.nd_rx_not_ours);
     ++st_.nd_rx_na;
     if (!lla) {
-        if (e->state == NeighborState::reachable && solicited) e->confirmed_ns = clock_.now_ns();
+        if (e->state == NeighborState::reachable && solicited) {
+            e->confirmed_ns = clock_.now_ns();
+            e->probing = false;
+            recompute_due();
+        }
         return;
     }
     // 7.2.5: a resolving entry takes the address; a known one changes only on override.
@@ -375,6 +379,7 @@ void NetPort::learn(const pkt::Ip6& ip, const pkt::Mac& mac, bool create) {
     e->state = NeighborState::reachable;
     e->confirmed_ns = clock_.now_ns();
     e->sent = 0;
+    e->probing = false;
     recompute_due();
 }
 
@@ -409,11 +414,16 @@ NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
         e->used_ns = now;
         switch (e->state) {
         case NeighborState::reachable:
-            if (e->is_static || now - e->confirmed_ns < cfg_.reachable_ns) {
-                mac = e->mac;
-                return NeighborState::reachable;
+            if (!e->is_static && now - e->confirmed_ns >= cfg_.reachable_ns && !e->probing) {
+                // RFC 4861 7.3.3: a stale entry is still used while it is verified.
+                ++st_.resolve_stale;
+                e->probing = true;
+                e->sent = 0;
+                send_request(*e);
+                recompute_due();
             }
-            break;  // aged out: ask again
+            mac = e->mac;
+            return NeighborState::reachable;
         case NeighborState::resolving:
             return NeighborState::resolving;
         case NeighborState::failed:
@@ -456,9 +466,10 @@ void NetPort::run_timers() {
     const uint64_t now = clock_.now_ns();
     if (now < next_due_) return;
     for (auto& e : table_) {
-        if (!e.used || e.state != NeighborState::resolving || now < e.due_ns) continue;
+        if (!waiting(e) || now < e.due_ns) continue;
         if (e.sent >= cfg_.tries) {
             e.state = NeighborState::failed;
+            e.probing = false;
             e.due_ns = now + cfg_.retry_ns;
             ++st_.resolve_failed;
         } else {
@@ -471,7 +482,7 @@ void NetPort::run_timers() {
 void NetPort::recompute_due() {
     next_due_ = UINT64_MAX;
     for (const auto& e : table_)
-        if (e.used && e.state == NeighborState::resolving) next_due_ = std::min(next_due_, e.due_ns);
+        if (waiting(e)) next_due_ = std::min(next_due_, e.due_ns);
 }
 
 bool NetPort::send_own(Frame& f) {

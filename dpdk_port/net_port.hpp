@@ -14,7 +14,8 @@
 // neighbour solicitation to the solicited-node multicast address (other GIDs) and returns
 // resolving; rx_burst (and resolve) send the next try every retry_ns; after `tries` unanswered
 // requests the entry is failed, and a resolve() at least retry_ns later starts over. A reachable
-// entry older than reachable_ns is resolved again (static entries never age).
+// entry older than reachable_ns is asked for again and still used meanwhile (RFC 4861 7.3.3, a
+// STALE entry): only `tries` unanswered requests fail it (static entries never age).
 //
 // Capture: every frame received (returned or dropped) and every frame sent is written once, with
 // the clock's time. Frames the caller sends are copied before they go to the inner port (after
@@ -85,6 +86,7 @@ inline const char* neighbor_state_name(NeighborState s) { return kNeighborStateN
     X(resolve_started)                                                                           \
     X(resolve_reachable)                                                                         \
     X(resolve_failed)       /* `tries` requests unanswered */                                    \
+    X(resolve_stale)        /* a reachable entry aged out: asked for again, used meanwhile */   \
     X(resolve_no_address)   /* no own address of that family to ask from */                     \
     X(neighbor_evictions)                                                                        \
     X(tx_no_buffer)         /* a reply or request not sent: the pool was empty or tx refused */
@@ -149,12 +151,17 @@ private:
         NeighborState state = NeighborState::unknown;
         bool used = false;
         bool is_static = false;
+        bool probing = false;       // reachable but aged: being asked for again
         uint32_t sent = 0;          // requests sent in this round
         uint64_t due_ns = 0;        // resolving: the next try; failed: when a restart is allowed
         uint64_t confirmed_ns = 0;  // reachable since
         uint64_t used_ns = 0;       // LRU
     };
 
+    // Requests due on a timer: resolving, or reachable and being verified.
+    static bool waiting(const Entry& e) {
+        return e.used && (e.state == NeighborState::resolving || (e.state == NeighborState::reachable && e.probing));
+    }
     void handle(Frame& f);  // one received frame that is not returned: consumed here
     bool is_roce_for_us(const uint8_t* p, uint32_t len);
     void rx_arp(const uint8_t* p, uint32_t len);

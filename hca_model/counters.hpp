@@ -51,7 +51,25 @@ namespace hcaemu {
     X(dma_bytes_written)          /* DMA engine: bytes written to registered memory */           \
     X(dma_access_errors)          /* DMA engine: accesses refused by the MR check */             \
     X(pkey_violations)            /* BTH P_Key does not match the QP's (IBTA 10.9.3; the port's bad_pkey_cntr) */ \
-    X(rx_drop_addr)               /* RC/UC: IP source or destination not the QP's path (rxe check_addr) */
+    X(rx_drop_addr)               /* RC/UC: IP source or destination not the QP's path (rxe check_addr) */ \
+    X(gsi_rcvd_mads)              /* QP1: MADs received and handed to an agent (IBTA 13.5) */       \
+    X(gsi_sent_mads)              /* QP1: MADs sent */                                              \
+    X(gsi_drop_malformed)         /* QP1: not one 256-byte UD SEND Only, or BaseVersion not 1 */    \
+    X(gsi_drop_qkey)              /* QP1: DETH Q_Key not 0x80010000 (IBTA 13.5, 10.2.4) */          \
+    X(gsi_unsupported_answered)   /* QP1: a Get/Set of a class/method not served: GetResp + status (13.4.7) */ \
+    X(gsi_drop_unsupported)       /* QP1: a Send/response/Trap of a class not served, dropped */    \
+    X(gsi_tx_no_buffer)           /* QP1: a MAD not sent, no frame buffer */                        \
+    X(cm_req_sent) X(cm_req_rcvd) X(cm_mra_sent) X(cm_mra_rcvd) X(cm_rej_sent) X(cm_rej_rcvd)      \
+    X(cm_rep_sent) X(cm_rep_rcvd) X(cm_rtu_sent) X(cm_rtu_rcvd) X(cm_dreq_sent) X(cm_dreq_rcvd)    \
+    X(cm_drep_sent) X(cm_drep_rcvd) X(cm_sidr_req_sent) X(cm_sidr_req_rcvd) X(cm_sidr_rep_sent)    \
+    X(cm_sidr_rep_rcvd)                                                                          \
+    X(cm_retries)                 /* CM: REQ, REP, DREQ or SIDR_REQ sent again on its timeout (IBTA 12.7.28) */ \
+    X(cm_timeouts)                /* CM: max CM retries exhausted */                                \
+    X(cm_duplicates)              /* CM: duplicate REQ/REP/DREQ/SIDR_REQ answered again (12.9.6) */ \
+    X(cm_rx_invalid)              /* CM: MADs that fail parse_cm (bad class version, attribute, method, length) */ \
+    X(cm_rx_unmatched)            /* CM: no connection for its communication IDs, dropped */        \
+    X(cm_rx_wrong_state)          /* CM: a message the connection's state does not take, dropped */ \
+    X(cm_stale_conn)              /* CM: REQ for a QP still connected elsewhere: REJ stale connection (12.4.2) */
 
 enum class Counter : uint16_t {
 #define HCAEMU_ENUM(n) n,

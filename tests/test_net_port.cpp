@@ -721,16 +721,46 @@ TEST_CASE("neighbour table: aging, static entries, gratuitous ARP, LRU eviction"
     const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
     const pkt::Mac kMacC{0x02, 0, 0, 0, 0, 0x0c};
     pkt::Mac m{};
-    SECTION("a reachable entry older than reachable_ns is asked for again") {
+    SECTION("a reachable entry older than reachable_ns is asked for again and used meanwhile (RFC 4861 7.3.3)") {
         b.peer_send(arp(kBcast, kMacB, 1, kMacB, kIpB, kZero, kIpA));
         b.net_recv();
         b.peer_recv();
         CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
         b.clock.advance(net_config().reachable_ns);
-        CHECK(b.net.resolve(gid, m) == NeighborState::resolving);
-        const auto got = b.peer_recv();
+        m = {};
+        CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+        CHECK(m == kMacB);
+        CHECK(b.net.net_stats().resolve_stale == 1);
+        auto got = b.peer_recv();
         REQUIRE(got.size() == 1);
         CHECK(got[0] == arp(kBcast, kMacA, 1, kMacA, kIpA, kZero, kIpB));
+        // A second use while the question is out asks nothing more.
+        CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+        CHECK(b.peer_recv().empty());
+        SECTION("the reply confirms it: nothing more is asked") {
+            b.peer_send(arp(kMacA, kMacB, 2, kMacB, kIpB, kMacA, kIpA));
+            b.net_recv();
+            for (uint32_t i = 0; i < net_config().tries + 1; ++i) {
+                b.clock.advance(net_config().retry_ns);
+                CHECK(b.net.resolve(gid, m) == NeighborState::reachable);
+            }
+            CHECK(b.peer_recv().empty());
+            CHECK(b.net.net_stats().resolve_failed == 0);
+        }
+        SECTION("no reply: `tries` requests in all, then failed") {
+            for (uint32_t i = 1; i < net_config().tries; ++i) {
+                b.clock.advance(net_config().retry_ns);
+                b.net_recv();  // rx_burst runs the timers
+                got = b.peer_recv();
+                REQUIRE(got.size() == 1);
+                CHECK(got[0] == arp(kBcast, kMacA, 1, kMacA, kIpA, kZero, kIpB));
+            }
+            b.clock.advance(net_config().retry_ns);
+            b.net_recv();
+            CHECK(b.net.state(gid) == NeighborState::failed);
+            CHECK(b.net.net_stats().resolve_failed == 1);
+            CHECK(b.net.resolve(gid, m) == NeighborState::failed);
+        }
     }
     SECTION("gratuitous ARP updates a known entry and creates none") {
         b.peer_send(arp(kBcast, kMacC, 1, kMacC, 0xC6120007, kZero, 0xC6120007));

@@ -714,6 +714,56 @@ TEST_CASE("UD: SEND with DETH, Q_Key check, source QPN and GID in the completion
     CHECK(b.p.side[0].qp.post_send(&x, &bad) == Status::invalid_argument);
 }
 
+// A link the peer drains late: the port takes no frame while `refuse` is set.
+struct StallPort final : port::Port {
+    explicit StallPort(port::Port& p) : in(p) {}
+    port::Port& in;
+    bool refuse = false;
+    uint64_t refused = 0;
+    bool alloc(port::Frame& f) override { return in.alloc(f); }
+    uint16_t tx_burst(port::Frame* f, uint16_t n) override {
+        if (!refuse) return in.tx_burst(f, n);
+        refused += n;
+        return 0;
+    }
+    uint16_t rx_burst(port::Frame* f, uint16_t n) override { return in.rx_burst(f, n); }
+    void free(port::Frame& f) override { in.free(f); }
+    pkt::Mac mac() const override { return in.mac(); }
+    uint32_t mtu() const override { return in.mtu(); }
+    port::PortStats stats() const override { return in.stats(); }
+};
+
+TEST_CASE("UD: frames the port refuses wait in the transmit queue, none is lost", "[transport][ud]") {
+    SimConfig c = rc_config();
+    c.type = QpType::ud;
+    Bench b(c);
+    // Side 0's engine on a port that refuses transmits for a while (the QPs exist already).
+    StallPort stall(b.p.wire.end(0));
+    b.p.side[0].hca.reset();
+    b.p.side[0].hca = std::make_unique<transport::Hca>(*b.p.side[0].dev, stall, b.p.clock, c.hca);
+    b.p.side[0].hca->set_neighbor(b.p.side[1].gid, c.wire.mac[1]);
+    constexpr int kMsgs = 80;  // more than the engine's transmit queue (32 frames)
+    b.fill(0, 0, kMsgs * 64, 7);
+    for (int i = 0; i < kMsgs; ++i) REQUIRE(b.post_recv(1, uint64_t(i) * 128, 40 + 64, uint64_t(i)) == Status::ok);
+    stall.refuse = true;
+    for (int i = 0; i < kMsgs; ++i)
+        REQUIRE(b.post(0, WrOpcode::send_with_imm, uint64_t(i) * 64, 64, 0, uint64_t(i)) == Status::ok);
+    b.p.run_until([] { return false; }, 5'000'000);
+    b.poll_cqs();
+    CHECK(stall.refused > 0);
+    CHECK(b.cqes[1].empty());
+    stall.refuse = false;
+    REQUIRE(b.wait_cqes(kMsgs, kMsgs, 1'000'000'000));
+    for (int i = 0; i < kMsgs; ++i) {
+        const Wc& w = b.cqes[1][size_t(i)];
+        CHECK(w.status == WcStatus::success);
+        CHECK(w.wr_id == uint64_t(i));
+        CHECK(w.imm_data == 0x1000u + uint32_t(i));
+        CHECK(std::memcmp(b.mem(1) + i * 128 + 40, b.mem(0) + i * 64, 64) == 0);
+    }
+    CHECK(b.count(0, pkt::op::ud | pkt::op::send_only_imm) == size_t(kMsgs));
+}
+
 TEST_CASE("ACKs carry end-to-end credits: the receive WQEs posted, encoded", "[transport][rc]") {
     CHECK(pkt::aeth_credit_code(0) == 0);
     CHECK(pkt::aeth_credit_code(4) == 4);

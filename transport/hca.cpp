@@ -40,6 +40,8 @@ Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfi
 
 Hca::~Hca() {
     tx_flush();
+    for (uint32_t i = 0; i < ntx_; ++i) port_.free(txq_[i]);  // the port is gone or stuck
+    ntx_ = 0;
     dev_.set_listener(nullptr);
 }
 
@@ -287,9 +289,13 @@ void Hca::tx_flush() {
         if (k == 0) break;
         sent += k;
     }
-    // What the port refused is lost as on a congested wire: RC recovers by retransmission.
-    for (uint32_t i = sent; i < ntx_; ++i) port_.free(txq_[i]);
-    ntx_ = 0;
+    // What the port did not take waits for the next try, in order: a NIC's transmit queue holds
+    // its engines back (send() answers Tx::no_buffer while it is full), it never drops its own
+    // frames. Dropping them lost UD SENDs (nothing retransmits them) when the peer drained the
+    // link late (ib_send_lat -c UD between two daemons next to bandwidth tests hung).
+    if (sent == 0) return;
+    std::copy(txq_.begin() + sent, txq_.begin() + ntx_, txq_.begin());
+    ntx_ -= sent;
 }
 
 size_t Hca::poll() {

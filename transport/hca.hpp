@@ -13,6 +13,7 @@
 #include "dpdk_port/port.hpp"
 #include "hca_model/device.hpp"
 #include "packet/build.hpp"
+#include "packet/mad.hpp"
 #include "packet/parse.hpp"
 #include "transport/qp_ctx.hpp"
 #include "transport/timer_wheel.hpp"
@@ -62,6 +63,29 @@ struct TraceEvent {
 };
 using TraceFn = void (*)(void* ctx, const TraceEvent& ev);
 
+// A MAD that QP1 (the GSI, IBTA 13.5) received and passed on to the agent of its class: the
+// 256 bytes and where they came from (the response goes back to the source GID, QP and P_Key).
+struct GsiRecv {
+    std::span<const uint8_t, pkt::kMadLen> mad;
+    Gid sgid{};          // the sender's GID (IPv4-mapped for RoCE v2 over IPv4)
+    Gid dgid{};          // the GID it was sent to (ours)
+    pkt::Mac smac{};     // the sender's MAC: the response goes there
+    uint32_t src_qp = 0; // DETH SrcQP
+    uint16_t pkey = 0;   // BTH P_Key
+    uint8_t traffic_class = 0;
+};
+// Where a MAD goes: the peer's GID and QP (1 for a CM), our GID, the P_Key.
+struct GsiDest {
+    Gid sgid{};
+    Gid dgid{};
+    uint32_t dest_qp = pkt::kGsiQpn;
+    uint16_t pkey = pkt::kDefaultPkey;
+    uint8_t traffic_class = 0;
+    uint8_t hop_limit = 64;
+    const pkt::Mac* dmac = nullptr;  // known MAC (a response: the request's source); else resolved
+};
+using GsiFn = void (*)(void* ctx, const GsiRecv& m);
+
 class Hca final : public QpListener {
 public:
     Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg = {});
@@ -73,11 +97,17 @@ public:
     size_t poll();
     // The earliest timer deadline, UINT64_MAX if none: virtual time may jump there when idle.
     uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
-    bool has_work() const { return !run_.empty() || !acks_.empty(); }
+    bool has_work() const { return !run_.empty() || !acks_.empty() || ntx_ != 0; }
 
     // A static neighbour entry: the MAC for an IP address, consulted before the port's ARP/ND.
     void set_neighbor(const Gid& ip, const pkt::Mac& mac);
     void set_trace(TraceFn fn, void* ctx) { trace_fn_ = fn; trace_ctx_ = ctx; }
+    // QP1: the agent of the CM class (0x07); nullptr removes it. MADs of any other class, and CM
+    // Get/Set, are answered or dropped by the GSI itself (gsi.cpp).
+    void set_cm_agent(GsiFn fn, void* ctx) { cm_fn_ = fn; cm_ctx_ = ctx; }
+    // Sends one MAD from QP1 (UD SEND Only, Q_Key 0x80010000). False when no buffer or the
+    // headers cannot be built (counted).
+    bool send_mad(const GsiDest& d, std::span<const uint8_t, pkt::kMadLen> mad);
 
     Device& device() { return dev_; }
     const HcaConfig& config() const { return cfg_; }
@@ -188,6 +218,8 @@ private:
 
     QpCtx* ctx(uint32_t qpn) const { return qpn < ctx_.size() ? ctx_[qpn].get() : nullptr; }
     void receive(port::Frame& f);
+    void gsi_receive(const pkt::Packet& p, uint32_t len);  // gsi.cpp
+    void gsi_answer_unsupported(const pkt::Packet& p, uint16_t status);
     void tx_flush();
     QpCtx& fresh_ctx(QpObj& qp);
     QpCtx& make_ctx(QpObj& qp);      // a context for the QP's present state (a QP made before this Hca)
@@ -216,10 +248,17 @@ private:
     uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;
     void* trace_ctx_ = nullptr;
+    GsiFn cm_fn_ = nullptr;
+    void* cm_ctx_ = nullptr;
+    uint32_t gsi_psn_ = 0;
 };
 
 template <class Fill>
 Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill) {
+    if (ntx_ == txq_.size()) {  // the port refused the last burst: try it again first
+        tx_flush();
+        if (ntx_ == txq_.size()) return Tx::no_buffer;
+    }
     port::Frame f;
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets

@@ -26,6 +26,10 @@ void Hca::receive(port::Frame& f) {
         return;
     }
     if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::rx, .qpn = p.h.bth.dest_qp, .psn = p.h.bth.psn, .frame = f.data, .len = f.len});
+    if (p.h.bth.dest_qp == pkt::kGsiQpn) {  // QP1, the GSI: gsi.cpp
+        gsi_receive(p, f.len);
+        return;
+    }
     QpCtx* c = ctx(p.h.bth.dest_qp);
     const QpState st = c ? c->qp->state() : QpState::reset;
     // Requests need RTR or later (SQE too: its receive side works on, IBTA 10.3.1); responses need

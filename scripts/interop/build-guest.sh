@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the interop guest: Debian's own kernel (it ships rdma_rxe.ko) and a small initramfs with
-# busybox-static, rdma-core (libibverbs, the rxe provider), ibverbs-utils, perftest, iproute2's
-# ip/tc/rdma and tcpdump, whose /init is guest-init.sh.
+# busybox-static, rdma-core (libibverbs, the rxe provider, librdmacm), ibverbs-utils, perftest,
+# rdmacm-utils, iproute2's ip/tc/rdma and tcpdump, whose /init is guest-init.sh.
 #   scripts/interop/build-guest.sh [CACHE_DIR]
 # CACHE_DIR: default $HCAEMU_INTEROP_CACHE, else build/interop-guest in the repository.
 # Output: CACHE_DIR/vmlinuz, CACHE_DIR/initramfs.gz. Everything comes from Debian packages:
@@ -17,8 +17,8 @@ CACHE=$(cd "$CACHE" && pwd)
 log() { echo "[build-guest] $*" >&2; }
 
 # Host packages: the tools copied into the guest, the ones that pack it, and qemu to boot it.
-HOST_PKGS=(qemu-system-x86 busybox-static ibverbs-utils ibverbs-providers perftest iproute2
-           tcpdump kmod cpio gzip)
+HOST_PKGS=(qemu-system-x86 busybox-static ibverbs-utils ibverbs-providers perftest rdmacm-utils
+           iproute2 tcpdump kmod cpio gzip)
 missing=()
 for p in "${HOST_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
@@ -56,13 +56,15 @@ KV=${kroot##*/kroot-}
 BINS=(/usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw
       /usr/bin/ib_read_bw /usr/bin/ib_send_bw /usr/bin/ib_atomic_bw /usr/bin/ib_write_lat
       /usr/bin/ib_read_lat /usr/bin/ib_send_lat /usr/bin/ib_atomic_lat /usr/bin/rdma
-      /usr/sbin/ip /usr/sbin/tc /usr/bin/tcpdump)
+      /usr/sbin/ip /usr/sbin/tc /usr/bin/tcpdump
+      /usr/bin/rping /usr/bin/udaddy /usr/bin/rdma_server /usr/bin/rdma_client /usr/bin/ucmatose)
 # sch_prio and cls_u32: run.sh's loss that spares RoCE ACKs (netem on one prio band)
-MODS=(virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs crc32_generic sch_netem sch_prio cls_u32)
+# rdma_ucm: the kernel's rdma_cm for librdmacm (it brings rdma_cm and ib_cm)
+MODS=(virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs rdma_ucm crc32_generic sch_netem sch_prio cls_u32)
 
 # Inputs of the image: if their digest matches the last build, the image is current.
 stamp=$( { cat "$HERE/build-guest.sh" "$HERE/guest-init.sh"; echo "$KV ${MODS[*]}";
-           dpkg-query -W busybox-static libibverbs1 ibverbs-providers ibverbs-utils perftest \
+           dpkg-query -W busybox-static libibverbs1 ibverbs-providers ibverbs-utils perftest librdmacm1 rdmacm-utils \
              iproute2 tcpdump; } | sha256sum | cut -d' ' -f1)
 if [ -f "$CACHE/vmlinuz" ] && [ -f "$CACHE/initramfs.gz" ] && [ "$(cat "$CACHE/stamp" 2>/dev/null)" = "$stamp" ]; then
   log "up to date: $CACHE (kernel $KV)"
@@ -96,6 +98,8 @@ rm -f "$ROOT/bin/ip" "$ROOT/bin/tc"           # iproute2's, not busybox's
 for p in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do put_with_libs "$p"; done
 cp /etc/libibverbs.d/rxe.driver "$ROOT/etc/libibverbs.d/"
 put /lib64/ld-linux-x86-64.so.2
+# glibc dlopen()s libgcc_s for pthread_exit/cancel (rping's threads): ldd cannot see it.
+put /lib/x86_64-linux-gnu/libgcc_s.so.1
 printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
 printf 'root:x:0:\n' > "$ROOT/etc/group"
 printf 'passwd: files\ngroup: files\nhosts: files\nservices: files\n' > "$ROOT/etc/nsswitch.conf"

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 MAGIC = 0x45414348
-VERSION = 1
+VERSION = 2
 REPLY = 0x8000
 OP = {name: i + 1 for i, name in enumerate([
     'hello', 'query_device', 'query_port', 'query_gid', 'alloc_pd', 'dealloc_pd', 'reg_mr', 'dereg_mr',

@@ -7,6 +7,7 @@ gone while their replies are sent, a client that sends and never reads, hostile 
 lingering TCP socket passed as an fd, res_list paging, a backlogged socket path, flush CQEs at SIGTERM.
 
 usage: check_daemon_proto.py HCAEMUD"""
+import errno
 import mmap
 import os
 import random
@@ -19,14 +20,14 @@ import tempfile
 import time
 
 HCAEMUD = sys.argv[1] if len(sys.argv) > 1 else ""
-MAGIC, VERSION = 0x45414348, 1
+MAGIC, VERSION = 0x45414348, 2
 REPLY, EVENT = 0x8000, 0x4000
 OP = {n: i + 1 for i, n in enumerate(
     "hello query_device query_port query_gid alloc_pd dealloc_pd reg_mr dereg_mr create_cq destroy_cq "
     "resize_cq req_notify_cq create_qp destroy_qp modify_qp query_qp create_srq destroy_srq modify_srq "
-    "query_srq create_ah destroy_ah read_counters res_list resolve rereg_mr inject".split())}
+    "query_srq create_ah destroy_ah read_counters res_list resolve rereg_mr inject cm".split())}
 BODY = {1: 40, 2: 0, 3: 8, 4: 8, 5: 0, 6: 8, 7: 32, 8: 8, 9: 16, 10: 8, 11: 8, 12: 8, 13: 40, 14: 8,
-        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16, 26: 40, 27: 256}
+        15: 124, 16: 8, 17: 20, 18: 8, 19: 20, 20: 8, 21: 36, 22: 8, 23: 8, 24: 8, 25: 16, 26: 40, 27: 256, 28: 552}
 ERR = {n: i for i, n in enumerate("ok bad_magic bad_version bad_length unknown_op no_hello bad_field bad_fd "
                                   "fd_unexpected limit shutting_down".split())}
 ST = {n: i for i, n in enumerate("ok invalid_argument no_resources busy bad_handle not_supported bad_transition "
@@ -637,6 +638,87 @@ def inject_list(c, start=0):
     return h, total, out
 
 
+CM_CMD = {n: i for i, n in enumerate("create_id destroy_id bind resolve_addr resolve_route query listen connect accept "
+                                     "reject disconnect establish init_qp_attr set_option".split())}
+
+
+def cm_req(cmd, cm_id=0, qp_type=0, arg8=0, ps=0, arg32=0, context=0, src=b"", dst=b"", pd_len=0, srq=0, qp_num=0,
+           rsv=0):
+    """CmCallReq (proto.hpp): 24 bytes of fields, src and dst sockaddr_storage, CmConnParam (268), 4 pad."""
+    body = struct.pack("<BBBBIHHiQ", CM_CMD[cmd] if isinstance(cmd, str) else cmd, qp_type, arg8, rsv, cm_id, ps, 0,
+                       arg32, context)
+    body += src.ljust(128, b"\0") + dst.ljust(128, b"\0")
+    param = bytearray(268)
+    struct.pack_into("<B", param, 224, pd_len)
+    struct.pack_into("<B", param, 230, srq)
+    struct.pack_into("<I", param, 232, qp_num)
+    return body + bytes(param) + bytes(4)
+
+
+def sin(ip, port):
+    return struct.pack("<H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_aton(ip)
+
+
+def cm_call(c, *args, **kw):
+    h, b, _ = c.req("cm", cm_req(*args, **kw))
+    err, cm_id = struct.unpack_from("<iI", b) if len(b) >= 8 else (None, None)
+    return h, err, cm_id
+
+
+def cm_checks(sock):
+    """The cm op (CmCallReq): valid calls, every hostile field refused with bad_field, another client's id
+    refused as a bad handle, a client's ids (a listener on a port) gone with the client."""
+    global sent_bad_handles
+    c1, c2 = Client(sock), Client(sock)
+    h, err, lid = cm_call(c1, "create_id", qp_type=2, ps=0x0106, context=0xC0FFEE)
+    check(h["status"] == 0 and err == 0 and lid, f"cm create_id {h} {err} {lid}")
+    h, err, _ = cm_call(c1, "bind", lid, src=sin(IP, 5000))
+    check(h["status"] == 0 and err == 0, f"cm bind {h} {err}")
+    h, err, _ = cm_call(c1, "listen", lid, arg32=4)
+    check(h["status"] == 0 and err == 0, f"cm listen {h} {err}")
+    h, err, x = cm_call(c2, "create_id", qp_type=2, ps=0x0106)
+    h, err, _ = cm_call(c2, "bind", x, src=sin(IP, 5000))
+    check(h["status"] == 0 and err == errno.EADDRINUSE, f"cm bind in use: {err}")
+    h, err, _ = cm_call(c2, "create_id", qp_type=4, ps=0x0106)  # TCP is RC
+    check(h["status"] == 0 and err == errno.EINVAL, f"cm create_id TCP/UD: {err}")
+    # Another client's id: a bad handle.
+    for cmd in ("destroy_id", "listen", "query", "disconnect"):
+        h, _, _ = cm_call(c2, cmd, lid)
+        check(h["status"] == ST["bad_handle"], f"cm {cmd} of another client's id: {h}")
+        sent_bad_handles += 1
+    hostile = [
+        ("cmd out of range", cm_req(14, lid)),
+        ("cmd 255", cm_req(255, lid)),
+        ("reserved byte", cm_req("query", lid, rsv=1)),
+        ("create_id with an id", cm_req("create_id", 5, qp_type=2, ps=0x0106)),
+        ("qp_type on query", cm_req("query", lid, qp_type=2)),
+        ("bind without an address", cm_req("bind", lid)),
+        ("bind to AF 99", cm_req("bind", lid, src=struct.pack("<H", 99) + bytes(30))),
+        ("AF_INET with bytes past sockaddr_in", cm_req("bind", lid, src=sin(IP, 1).ljust(16, b"\0") + b"\1")),
+        ("dst on bind", cm_req("bind", lid, src=sin(IP, 1), dst=sin(IP, 2))),
+        ("resolve_addr src flag 2", cm_req("resolve_addr", lid, arg8=2, dst=sin(IP, 2))),
+        ("resolve_addr src given, flag 0", cm_req("resolve_addr", lid, src=sin(IP, 1), dst=sin(IP, 2))),
+        ("init_qp_attr state 7", cm_req("init_qp_attr", lid, arg8=7)),
+        ("set_option 9", cm_req("set_option", lid, arg8=9)),
+        ("arg32 on query", cm_req("query", lid, arg32=1)),
+        ("private data 225 bytes", cm_req("connect", lid, pd_len=225, qp_num=1)),
+        ("srq byte 2", cm_req("accept", lid, srq=2)),
+        ("connect with a QP not the client's", cm_req("connect", lid, qp_num=0xFFFFFF)),
+        ("private data on query", cm_req("query", lid, pd_len=1)),
+    ]
+    for what, body in hostile:
+        expect_error(c1, struct.pack("<IHHII", MAGIC, VERSION, OP["cm"], 16 + len(body), 7) + body, "bad_field",
+                     f"cm: {what}")
+    # c1 leaves: its listener and port go with it, so c2 may bind the port.
+    c1.close()
+    time.sleep(0.3)
+    h, err, _ = cm_call(c2, "bind", x, src=sin(IP, 5000))
+    check(h["status"] == 0 and err == 0, f"cm bind after the owner left: {err}")
+    h, err, _ = cm_call(c2, "destroy_id", x)
+    check(h["status"] == 0 and err == 0, f"cm destroy_id {err}")
+    c2.close()
+
+
 def inject_checks(a):
     """The inject op (PROTOCOL.md): add, list (paged), del; hostile input typed and counted; the limit."""
     h, b, _ = a.req("inject", inject_req(0, rule=b"drop dir=tx qp=0xffffff psn=5\0"))
@@ -822,14 +904,15 @@ def main():
         check(h["status"] == 0 and b[0] == 0, f"resolve our own GID: resolved {b.hex()}")
 
         inject_checks(a)
+        cm_checks(sock)
 
         # ---- fuzz: framing
         b0 = Client(sock, hello=False)
         expect_error(b0, struct.pack("<IHHII", MAGIC, VERSION, OP["alloc_pd"], 16, 1), "no_hello", "request before hello")
         expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, OP["hello"], 56, 9) + bytes(40), "no_hello", "second hello")
         expect_error(a, struct.pack("<IHHII", 0x12345678, VERSION, 2, 16, 1), "bad_magic", "bad magic")
-        expect_error(a, struct.pack("<IHHII", MAGIC, 2, 2, 16, 1), "bad_version", "bad version")
-        for op in (0, 28, 0x3FFF, 0x8001, 0xFFFF):
+        expect_error(a, struct.pack("<IHHII", MAGIC, 3, 2, 16, 1), "bad_version", "bad version")
+        for op in (0, 29, 0x3FFF, 0x8001, 0xFFFF):
             expect_error(a, struct.pack("<IHHII", MAGIC, VERSION, op, 16, 1), "unknown_op", f"unknown op {op}")
         for op, n in BODY.items():
             if op == 1:
@@ -1059,7 +1142,8 @@ def main():
             check(dc.get("err_" + k) == v, f"daemon counter err_{k}: {dc.get('err_' + k)} != {v}")
         check(dc["bad_handle"] == sent_bad_handles, f"bad_handle {dc['bad_handle']} != {sent_bad_handles}")
         check(dc["rings_in_error"] == 2 and dc["bad_wqes"] == sent_bad_wqes + 1, f"rings_in_error {dc['rings_in_error']} bad_wqes {dc['bad_wqes']}")
-        check(dc["clients_total"] == 4 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
+        # 4 connected, and cm_checks' two that came and went.
+        check(dc["clients_total"] == 6 and dc["clients_connected"] == 4, f"clients {dc['clients_total']} {dc['clients_connected']}")
         print("daemon counters:", {k: v for k, v in dc.items() if v}, flush=True)
         dev = counters(fc, 0)
         check(dev.get("sent_pkts", 0) >= 2, f"device counters: sent_pkts {dev.get('sent_pkts')}")
@@ -1080,7 +1164,8 @@ def main():
         check(not any(x["client"] == a.id for k in o for x in o[k]), f"disconnected client's objects remain: {o}")
         gauges_match(fc, o, "after a's disconnect")
         dc = counters(fc, 3)
-        check(dc["clients_cleaned"] == 1 and dc["objects_cleaned"] == 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+        # cm_checks' two clients (one CM id left), then a.
+        check(dc["clients_cleaned"] == 3 and dc["objects_cleaned"] == 1 + 6, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
 
         # ---- a client SIGKILLed with WRITEs in flight: its objects go, the others' stay
         before = objects(fc)
@@ -1097,7 +1182,7 @@ def main():
             time.sleep(0.05)
         check(objects(fc) == before, "victim's objects all gone, the rest as before")
         dc = counters(fc, 3)
-        check(dc["clients_cleaned"] == 2 and dc["objects_cleaned"] == 6 + 5, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
+        check(dc["clients_cleaned"] == 4 and dc["objects_cleaned"] == 1 + 6 + 5, f"cleaned {dc['clients_cleaned']} {dc['objects_cleaned']}")
         sf2 = Setup(fc)
         check(query_state(fc, sf2.qp) == 0, "the daemon still serves")
 

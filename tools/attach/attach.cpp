@@ -264,6 +264,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         cfg.ipv6[0] = a->ip_.gid;
     a->dev_ = std::make_unique<Device>(DeviceAttr{}, cfg);
     a->hca_ = std::make_unique<transport::Hca>(*a->dev_, *a->net_, a->clock_);
+    a->cm_ = std::make_unique<cm::Agent>(*a->hca_);
     for (int i = 0;; ++i) {
         GidEntry e;
         if (a->dev_->query_gid(1, i, e) != Status::ok) break;

@@ -15,6 +15,7 @@
 #include "dpdk_port/net_port.hpp"
 #include "dpdk_port/pcap_file.hpp"
 #include "hca_model/device.hpp"
+#include "tools/cm/agent.hpp"
 #include "transport/hca.hpp"
 
 namespace hcaemu::tools {
@@ -75,7 +76,13 @@ public:
     // Polls until the peer's MAC is known (ARP or ND), at most `timeout_ms`. False and `err` if
     // the peer never answered.
     bool resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& err);
-    size_t poll() { return hca_->poll(); }
+    // One engine turn, then the CM agent's timers (cheap when none is due).
+    size_t poll() {
+        const size_t n = hca_->poll();
+        cm_->poll();
+        return n;
+    }
+    cm::Agent& cm() { return *cm_; }  // the device's CM agent on QP1 (tools/cm)
     // Counters worth a look after a run, one "name value" per line (non-zero ones only).
     std::string stats_text() const;
 
@@ -90,6 +97,7 @@ private:
     std::unique_ptr<port::PcapWriter> pcap_;
     std::unique_ptr<Device> dev_;
     std::unique_ptr<transport::Hca> hca_;
+    std::unique_ptr<cm::Agent> cm_;  // after hca_: it leaves QP1 before the engine goes
     bool eal_ = false;  // the EAL started: the destructor closes every ethdev it created
 };
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <set>
 
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/inspect.hpp"
@@ -152,7 +153,10 @@ struct Client {
     std::map<uint32_t, std::unique_ptr<QpE>> qps;
     std::map<uint32_t, std::unique_ptr<SrqE>> srqs;
     std::map<uint32_t, std::unique_ptr<AhE>> ahs;
-    size_t objects() const { return pds.size() + mrs.size() + cqs.size() + qps.size() + srqs.size() + ahs.size(); }
+    std::set<uint32_t> cm_ids;  // its ids of the device's CM agent: destroyed with the client
+    size_t objects() const {
+        return pds.size() + mrs.size() + cqs.size() + qps.size() + srqs.size() + ahs.size() + cm_ids.size();
+    }
 };
 
 Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendFn send)
@@ -471,7 +475,33 @@ Msg event_msg(ctl::Ev ev, const void* body, size_t n) {
 
 }  // namespace
 
+// The CM agent's events to the client that owns the id; a connect_request's new id becomes the
+// listener owner's. Events of ids nobody owns (destroyed meanwhile) are dropped.
+void Engine::route_cm_events() {
+    api::CmEvent ev;
+    while (att_.cm().get_event(ev)) {
+        if (ev.type == api::CmEventType::connect_request) {
+            auto l = cm_owner_.find(ev.listen_id);
+            auto cit = l == cm_owner_.end() ? clients_.end() : clients_.find(l->second);
+            if (cit == clients_.end()) {  // the listener is gone: leave the new connection
+                uint32_t n = 0;
+                (void)att_.cm().destroy_id(ev.id, n);
+                continue;
+            }
+            cm_owner_[ev.id] = cit->first;
+            cit->second->cm_ids.insert(ev.id);
+        }
+        auto o = cm_owner_.find(ev.id);
+        if (o == cm_owner_.end()) continue;
+        ctl::CmEventMsg m;
+        m.ev = ev;
+        send_(o->second, event_msg(ctl::Ev::cm_event, &m, sizeof m));
+        ctr_.inc(DCounter::cm_events_sent);
+    }
+}
+
 void Engine::route_events() {
+    route_cm_events();
     // Completion events, after the CQEs that caused them are in the rings (move_cqes ran).
     for (Client* c : client_list_) {
         if (!c->ch.pending()) continue;
@@ -559,6 +589,14 @@ void Engine::remove_client(uint32_t id) {
     if (cit == clients_.end()) return;
     Client& c = *cit->second;
     uint64_t n = 0;
+    // Its CM ids leave their connections (DREQ, REJ) as destroy_id does.
+    for (uint32_t cmid : c.cm_ids) {
+        uint32_t ignored = 0;
+        (void)att_.cm().destroy_id(cmid, ignored);
+        cm_owner_.erase(cmid);
+        ++n;
+    }
+    c.cm_ids.clear();
     // QPs to ERR (flushed WRs have nobody to go to), then destroyed: peers see them vanish.
     for (auto& [h, q] : c.qps) {
         to_err(q->qp);
@@ -750,6 +788,8 @@ struct Ops {
                               ctl::ResListRep& rep);
     static Msg resolve(Engine& en, const Req& in);
     static Msg inject(Engine& en, const Req& in);
+    static Msg cm(Engine& en, const Req& in);
+    static bool cm_fields_ok(Engine& en, const Req& in, const ctl::CmCallReq& r);
 };
 
 namespace {
@@ -785,6 +825,7 @@ constexpr auto kHandlers = [] {
     t[size_t(Op::resolve)] = &Ops::resolve;
     t[size_t(Op::rereg_mr)] = &Ops::rereg_mr;
     t[size_t(Op::inject)] = &Ops::inject;
+    t[size_t(Op::cm)] = &Ops::cm;
     return t;
 }();
 
@@ -1371,6 +1412,98 @@ Msg Ops::inject(Engine& en, const Req& in) {
         return in.ok(&rep, offsetof(ctl::InjectRep, r) + rep.n * sizeof(ctl::InjectRuleW));
     }
     }
+}
+
+namespace {
+
+bool sockaddr_ok(const sockaddr_storage& a) {
+    if (a.ss_family == AF_INET) {
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(&a);
+        for (size_t i = sizeof(sockaddr_in); i < sizeof a; ++i)
+            if (b[i]) return false;
+        return true;
+    }
+    return a.ss_family == AF_INET6;
+}
+
+bool zero_addr(const sockaddr_storage& a) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&a);
+    return std::all_of(b, b + sizeof a, [](uint8_t x) { return x == 0; });
+}
+
+}  // namespace
+
+// Every field of a CM request against its command (proto.hpp CmCallReq): the ones the command
+// does not use are 0, addresses are AF_INET/AF_INET6, enums in range, a QP number is one of the
+// client's QPs.
+bool Ops::cm_fields_ok(Engine& en, const Req& in, const ctl::CmCallReq& r) {
+    using C = ctl::CmCmd;
+    const C cmd = C(r.cmd);
+    if (r.rsv || r.rsv2) return false;
+    if (cmd != C::create_id && (r.qp_type || r.ps || r.context)) return false;
+    const bool uses_src = cmd == C::bind || (cmd == C::resolve_addr && r.arg8 == 1);
+    if (uses_src ? !sockaddr_ok(r.src) : !zero_addr(r.src)) return false;
+    if (cmd == C::resolve_addr ? !sockaddr_ok(r.dst) : !zero_addr(r.dst)) return false;
+    switch (cmd) {
+    case C::create_id: return !r.id && !r.arg8 && !r.arg32;
+    case C::resolve_addr: return r.arg8 <= 1;
+    case C::init_qp_attr: return r.arg8 < kQpStateCount && !r.arg32;
+    case C::set_option: return r.arg8 <= uint8_t(api::CmOption::ack_timeout);
+    case C::resolve_route:
+    case C::listen: return !r.arg8;
+    default: break;
+    }
+    if (r.arg8 || r.arg32) return false;
+    const bool uses_param = cmd == C::connect || cmd == C::accept || cmd == C::reject;
+    if (!uses_param) return r.param.private_data_len == 0 && r.param.qp_num == 0;
+    if (r.param.private_data_len > api::kCmMaxPrivate) return false;
+    if (cmd == C::reject) return true;
+    auto o = en.qpn_owner_.find(r.param.qp_num);  // the client's own QP only
+    return o != en.qpn_owner_.end() && o->second == in.cid;
+}
+
+Msg Ops::cm(Engine& en, const Req& in) {
+    // The one bool of the body, before it is read as one (proto_attr.hpp's rule).
+    if (in.b[offsetof(ctl::CmCallReq, param) + offsetof(api::CmConnParam, srq)] > 1) return in.field();
+    const auto r = in.body<ctl::CmCallReq>();
+    if (r.cmd >= uint8_t(ctl::CmCmd::count) || !cm_fields_ok(en, in, r)) return in.field();
+    ctl::CmCallRep rep;
+    api::Cm& cm = en.att_.cm();
+    if (ctl::CmCmd(r.cmd) == ctl::CmCmd::create_id) {
+        if (in.full) return in.limit();
+        rep.err = cm.create_id(pkt::RdmaPs(r.ps), QpType(r.qp_type), r.context, rep.id);
+        if (!rep.err) {
+            en.cm_owner_[rep.id] = in.cid;
+            in.c.cm_ids.insert(rep.id);
+        }
+        return in.ok(&rep, sizeof rep);
+    }
+    if (!in.c.cm_ids.count(r.id)) return in.bad();  // not an id of this client
+    const auto* src = reinterpret_cast<const sockaddr*>(&r.src);
+    switch (ctl::CmCmd(r.cmd)) {
+    case ctl::CmCmd::destroy_id:
+        rep.err = cm.destroy_id(r.id, rep.events_reported);
+        in.c.cm_ids.erase(r.id);
+        en.cm_owner_.erase(r.id);
+        break;
+    case ctl::CmCmd::bind: rep.err = cm.bind(r.id, src); break;
+    case ctl::CmCmd::resolve_addr:
+        rep.err = cm.resolve_addr(r.id, r.arg8 ? src : nullptr, reinterpret_cast<const sockaddr*>(&r.dst), r.arg32);
+        break;
+    case ctl::CmCmd::resolve_route: rep.err = cm.resolve_route(r.id, r.arg32); break;
+    case ctl::CmCmd::query: rep.err = cm.query(r.id, rep.info); break;
+    case ctl::CmCmd::listen: rep.err = cm.listen(r.id, r.arg32); break;
+    case ctl::CmCmd::connect: rep.err = cm.connect(r.id, r.param); break;
+    case ctl::CmCmd::accept: rep.err = cm.accept(r.id, r.param); break;
+    case ctl::CmCmd::reject: rep.err = cm.reject(r.id, r.param.private_data, r.param.private_data_len); break;
+    case ctl::CmCmd::disconnect: rep.err = cm.disconnect(r.id); break;
+    case ctl::CmCmd::establish: rep.err = cm.establish(r.id); break;
+    case ctl::CmCmd::init_qp_attr: rep.err = cm.init_qp_attr(r.id, QpState(r.arg8), rep.attr, rep.mask); break;
+    case ctl::CmCmd::set_option: rep.err = cm.set_option(r.id, api::CmOption(r.arg8), uint32_t(r.arg32)); break;
+    default: return in.field();
+    }
+    if (rep.err) en.ctr_.inc(DCounter::requests_failed);
+    return in.ok(&rep, sizeof rep);
 }
 
 }  // namespace hcaemu::daemon

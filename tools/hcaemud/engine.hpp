@@ -37,7 +37,7 @@ namespace hcaemu::daemon {
     X(rings_in_error)       /* rings set to kRingError: prod beyond cap, a changed header */ \
     X(bad_wqes)             /* WQEs refused at the doorbell: completed in error, QP to ERR */ \
     X(cq_rings_bad)         /* CQ rings whose cons the client moved beyond prod */ \
-    X(cq_events_sent) X(async_events_sent) X(events_dropped) X(fds_closed)
+    X(cq_events_sent) X(async_events_sent) X(cm_events_sent) X(events_dropped) X(fds_closed)
 
 enum class DCounter : uint32_t {
 #define HCAEMUD_X(n) n,
@@ -112,6 +112,7 @@ private:
     void turn_rings(size_t& work);
     void move_cqes(size_t& work);
     void route_events();
+    void route_cm_events();
     void retry_zombies();
     void take_send(Client& c, QpE& q, size_t& work);
     void take_recv(QpE* q, SrqE* s, size_t& work);
@@ -133,6 +134,7 @@ private:
     std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup
     std::vector<CqE*> cqs_;
     std::map<uint32_t, uint32_t> qpn_owner_, cq_owner_, srq_owner_;  // for async events
+    std::map<uint32_t, uint32_t> cm_owner_;  // CM id -> client (the agent's ids are the device's)
     std::vector<std::unique_ptr<MrE>> zombie_mrs_;  // dereg refused (in flight): retried
     std::vector<Pd> zombie_pds_;
 

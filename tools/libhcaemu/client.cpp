@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,6 +30,7 @@
 
 #include "tools/attach/attach.hpp"
 #include "tools/libhcaemu/api.hpp"
+#include "tools/libhcaemu/cm.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/proto_attr.hpp"
 #include "tools/libhcaemu/remap.hpp"
@@ -51,7 +53,10 @@ struct ChanState {
 // object outliving the Context finds the connection closed rather than freed.
 class Conn {
 public:
-    ~Conn() { close_fd(); }
+    ~Conn() {
+        close_fd();
+        if (cm_efd >= 0) ::close(cm_efd);
+    }
 
     bool connect_to(const std::string& path, std::string& err);
     // One request and its reply. `out` receives exactly `out_n` body bytes on success; `send_fd` goes
@@ -72,6 +77,8 @@ public:
     std::unordered_map<uint32_t, std::weak_ptr<ChanState>> chan_by_cq;
     std::unordered_map<uint32_t, uint32_t> events_by_cq;  // completion events delivered, by CQ
     std::deque<AsyncEvent> async;
+    std::deque<api::CmEvent> cm_events;  // the CM's events (Ev::cm_event), for DaemonCm
+    int cm_efd = -1;                     // readable while cm_events is not empty (once the CM is used)
     uint64_t replies_dropped = 0, events_dropped = 0, fds_closed = 0;
 
 private:
@@ -223,6 +230,15 @@ bool Conn::dispatch(Msg& m) {
         async.push_back({EventType(e.type), e.element});
         return true;
     }
+    case ctl::Ev::cm_event: {
+        ctl::CmEventMsg e;
+        if (n != sizeof(e)) break;
+        std::memcpy(&e, body, sizeof(e));
+        cm_events.push_back(e.ev);
+        const uint64_t one = 1;
+        if (cm_efd >= 0) (void)!::write(cm_efd, &one, sizeof one);
+        return true;
+    }
     case ctl::Ev::shutdown:
         if (n != sizeof(ctl::ShutdownMsg)) break;
         shutdown_ = true;
@@ -272,6 +288,7 @@ constexpr size_t reply_size(ctl::Op op) {
     case ctl::Op::read_counters: return sizeof(ctl::CountersRep);
     case ctl::Op::res_list: return sizeof(ctl::ResListRep);
     case ctl::Op::resolve: return sizeof(ctl::ResolveRep);
+    case ctl::Op::cm: return sizeof(ctl::CmCallRep);
     default: return 0;
     }
 }
@@ -790,6 +807,144 @@ struct BufRec {
     int fd;
 };
 
+// api::Cm through the daemon's agent: one Op::cm request per call; events arrive as Ev::cm_event
+// on the socket, read by get_event (and Context::poll).
+class DaemonCm final : public Cm {
+public:
+    explicit DaemonCm(std::shared_ptr<Conn> c) : c_(std::move(c)) {
+        if (c_->cm_efd < 0) c_->cm_efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+    int create_id(pkt::RdmaPs ps, QpType qp_type, uint64_t context, uint32_t& id) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::create_id, 0);
+        r.ps = uint16_t(ps);
+        r.qp_type = uint8_t(qp_type);
+        r.context = context;
+        ctl::CmCallRep rep;
+        const int e = call(r, rep);
+        if (!e) id = rep.id;
+        return e;
+    }
+    int destroy_id(uint32_t id, uint32_t& events_reported) override {
+        ctl::CmCallRep rep;
+        const int e = call(req(ctl::CmCmd::destroy_id, id), rep);
+        if (!e) {
+            events_reported = rep.events_reported;
+            std::erase_if(c_->cm_events, [&](const CmEvent& ev) { return ev.id == id; });
+        }
+        return e;
+    }
+    int bind(uint32_t id, const sockaddr* addr) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::bind, id);
+        if (!addr || !put(r.src, addr)) return addr ? EAFNOSUPPORT : EINVAL;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int resolve_addr(uint32_t id, const sockaddr* src, const sockaddr* dst, int timeout_ms) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::resolve_addr, id);
+        if (!dst || !put(r.dst, dst) || (src && !put(r.src, src))) return EINVAL;
+        r.arg8 = src ? 1 : 0;
+        r.arg32 = timeout_ms;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int resolve_route(uint32_t id, int timeout_ms) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::resolve_route, id);
+        r.arg32 = timeout_ms;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int query(uint32_t id, CmIdInfo& out) override {
+        ctl::CmCallRep rep;
+        const int e = call(req(ctl::CmCmd::query, id), rep);
+        if (!e) out = rep.info;
+        return e;
+    }
+    int listen(uint32_t id, int backlog) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::listen, id);
+        r.arg32 = backlog;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int connect(uint32_t id, const CmConnParam& p) override { return with_param(ctl::CmCmd::connect, id, p); }
+    int accept(uint32_t id, const CmConnParam& p) override { return with_param(ctl::CmCmd::accept, id, p); }
+    int reject(uint32_t id, const uint8_t* pd, uint8_t len) override {
+        if ((len && !pd) || len > kCmMaxPrivate) return EINVAL;
+        ctl::CmCallReq r = req(ctl::CmCmd::reject, id);
+        if (len) std::memcpy(r.param.private_data, pd, len);
+        r.param.private_data_len = len;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int disconnect(uint32_t id) override {
+        ctl::CmCallRep rep;
+        return call(req(ctl::CmCmd::disconnect, id), rep);
+    }
+    int establish(uint32_t id) override {
+        ctl::CmCallRep rep;
+        return call(req(ctl::CmCmd::establish, id), rep);
+    }
+    int init_qp_attr(uint32_t id, QpState state, QpAttr& attr, uint32_t& mask) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::init_qp_attr, id);
+        r.arg8 = uint8_t(state);
+        ctl::CmCallRep rep;
+        const int e = call(r, rep);
+        if (!e) {
+            attr = rep.attr;
+            mask = rep.mask;
+        }
+        return e;
+    }
+    int set_option(uint32_t id, CmOption opt, uint32_t value) override {
+        ctl::CmCallReq r = req(ctl::CmCmd::set_option, id);
+        r.arg8 = uint8_t(opt);
+        r.arg32 = int32_t(value);
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    bool get_event(CmEvent& ev) override {
+        if (c_->cm_events.empty()) c_->pump(0);
+        if (c_->cm_events.empty()) return false;
+        ev = c_->cm_events.front();
+        c_->cm_events.pop_front();
+        if (c_->cm_events.empty() && c_->cm_efd >= 0) {
+            uint64_t v;
+            (void)!::read(c_->cm_efd, &v, sizeof v);
+        }
+        return true;
+    }
+    // The eventfd says "an event is queued here"; the socket may hold more: librdmacm's progress
+    // thread polls this fd and the Context (which reads the socket).
+    int fd() const override { return c_->cm_efd; }
+
+private:
+    static ctl::CmCallReq req(ctl::CmCmd cmd, uint32_t id) {
+        ctl::CmCallReq r;
+        std::memset(static_cast<void*>(&r), 0, sizeof r);  // padding too: zeros where nothing is
+        r.param = CmConnParam{};
+        r.cmd = uint8_t(cmd);
+        r.id = id;
+        return r;
+    }
+    static bool put(sockaddr_storage& to, const sockaddr* a) {
+        if (a->sa_family == AF_INET) std::memcpy(&to, a, sizeof(sockaddr_in));
+        else if (a->sa_family == AF_INET6) std::memcpy(&to, a, sizeof(sockaddr_in6));
+        else return false;
+        return true;
+    }
+    int with_param(ctl::CmCmd cmd, uint32_t id, const CmConnParam& p) {
+        ctl::CmCallReq r = req(cmd, id);
+        r.param = p;
+        ctl::CmCallRep rep;
+        return call(r, rep);
+    }
+    int call(const ctl::CmCallReq& r, ctl::CmCallRep& rep) {
+        const Status s = call2(*c_, ctl::Op::cm, r, rep);
+        if (s == Status::ok) return rep.err;
+        return s == Status::bad_handle ? EINVAL : s == Status::no_resources ? ENOMEM : EINVAL;
+    }
+    std::shared_ptr<Conn> c_;
+};
+
 class ClientContext final : public Context {
 public:
     ClientContext() : c_(std::make_shared<Conn>()) {}
@@ -1036,6 +1191,10 @@ public:
         }
     }
     bool alive() const override { return c_->alive(); }
+    Cm* cm() override {
+        if (!cm_) cm_ = std::make_unique<DaemonCm>(c_);
+        return cm_.get();
+    }
 
     Status read_stats(Stats& out) override {
         out = {};
@@ -1129,6 +1288,7 @@ private:
     PortAttr port_;
     uint32_t polls_ = 0;
     std::vector<BufRec> bufs_;
+    std::unique_ptr<DaemonCm> cm_;
 };
 
 }  // namespace

@@ -277,6 +277,8 @@ public:
         return at_->resolve(peer, timeout_ms, err);
     }
     bool alive() const override { return true; }
+    // The agent runs in this process, driven by poll() (Attached::poll turns it after the engine).
+    Cm* cm() override { return &at_->cm(); }
 
     Status read_stats(Stats& out) override {
         collect_stats(*at_, out);

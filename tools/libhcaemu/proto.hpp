@@ -18,11 +18,12 @@
 
 #include "hca_model/status.hpp"
 #include "hca_model/verbs_structs.hpp"
+#include "tools/libhcaemu/cm.hpp"
 
 namespace hcaemu::ctl {
 
 constexpr uint32_t kMagic = 0x45414348;  // "HCAE" in memory order
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;   // 2: the cm op and the cm_event event
 constexpr size_t kMaxMsg = 16384;        // no message is longer (res_list pages stay below it)
 constexpr uint16_t kReplyBit = 0x8000;
 constexpr uint16_t kEventBit = 0x4000;
@@ -55,6 +56,7 @@ enum class Op : uint16_t {
     resolve,          // ResolveReq -> ResolveRep: starts ARP/ND, reports the neighbour's state
     rereg_mr,         // ReregMrReq (+ 1 fd, the new memfd, with change_translation) -> RegMrRep
     inject,           // InjectReq -> InjectRep: event injection rules added, listed, deleted (docs/inject.md)
+    cm,               // CmCallReq -> CmCallRep: one api::Cm call (CmCmd), as a ucma command (docs/cm.md)
     count,
 };
 
@@ -62,6 +64,7 @@ enum class Ev : uint16_t {
     cq_event = kEventBit | 1,     // CqEventMsg: an armed CQ got a completion
     async_event = kEventBit | 2,  // AsyncEventMsg
     shutdown = kEventBit | 3,     // ShutdownMsg: the daemon is stopping; every QP is in ERR
+    cm_event = kEventBit | 4,     // CmEventMsg: an event of one of the client's CM ids
 };
 
 // Protocol-level errors (Status says what a valid request's verbs call returned).
@@ -184,10 +187,42 @@ struct InjectRuleW { uint32_t id = 0; uint32_t rsv = 0; uint64_t matched = 0, hi
 constexpr uint32_t kInjectPerPage = 16;
 struct InjectRep { uint32_t total = 0; uint32_t n = 0; uint32_t id = 0; uint32_t rsv = 0; InjectRuleW r[kInjectPerPage]; };
 
+// The connection manager (api::Cm, cm.hpp): one call per request. Each field is used by the
+// commands named beside it and must be 0 for the others (bad_field). The call's errno (0 or
+// positive, as api::Cm returns it) is CmCallRep::err; ReplyHdr::status is ok when the call ran.
+enum class CmCmd : uint8_t {
+    create_id, destroy_id, bind, resolve_addr, resolve_route, query, listen, connect, accept, reject,
+    disconnect, establish, init_qp_attr, set_option, count,
+};
+struct CmCallReq {
+    uint8_t cmd = 0;         // CmCmd
+    uint8_t qp_type = 0;     // create_id: QpType
+    uint8_t arg8 = 0;        // init_qp_attr: QpState; set_option: CmOption; resolve_addr: 1 if src is set
+    uint8_t rsv = 0;
+    uint32_t id = 0;         // every command but create_id: an id of this client
+    uint16_t ps = 0;         // create_id: pkt::RdmaPs
+    uint16_t rsv2 = 0;
+    int32_t arg32 = 0;       // resolve_addr/resolve_route: timeout_ms; listen: backlog; set_option: value
+    uint64_t context = 0;    // create_id
+    sockaddr_storage src{};  // bind, resolve_addr (with arg8 1): AF_INET or AF_INET6
+    sockaddr_storage dst{};  // resolve_addr
+    api::CmConnParam param;  // connect, accept; reject: private data only. qp_num: a QP of this client
+};
+struct CmCallRep {
+    int32_t err = 0;              // 0 or a positive errno
+    uint32_t id = 0;              // create_id
+    uint32_t events_reported = 0; // destroy_id
+    uint32_t mask = 0;            // init_qp_attr
+    QpAttr attr;                  // init_qp_attr
+    uint32_t rsv = 0;
+    api::CmIdInfo info;           // query
+};
+
 // ---- events ----
 struct CqEventMsg { uint32_t cq = 0; uint32_t rsv = 0; uint64_t cq_context = 0; };
 struct AsyncEventMsg { uint8_t type = 0; uint8_t rsv[3] = {}; uint32_t element = 0; };  // EventType; element as AsyncEvent
 struct ShutdownMsg { uint32_t reason = 0; uint32_t rsv = 0; };  // 0: SIGTERM/SIGINT
+struct CmEventMsg { api::CmEvent ev; };  // ev.id: an id of the receiving client (connect_request: new, now its)
 
 // Layouts are part of kVersion.
 static_assert(sizeof(Hdr) == 16 && sizeof(ReplyHdr) == 24);
@@ -197,6 +232,10 @@ static_assert(std::is_trivially_copyable_v<QpAttr> && std::is_trivially_copyable
 static_assert(sizeof(QpCap) == 20 && sizeof(SrqAttr) == 12 && sizeof(AhAttr) == 28 && sizeof(QpAttr) == 116 &&
               sizeof(PortAttr) == 24 && sizeof(GidEntry) == 17 && sizeof(DeviceAttrW) == 152);
 static_assert(sizeof(ReregMrReq) == 40);
+static_assert(std::is_trivially_copyable_v<CmCallReq> && std::is_trivially_copyable_v<CmCallRep> &&
+              std::is_trivially_copyable_v<CmEventMsg>);
+static_assert(sizeof(api::CmConnParam) == 268 && sizeof(CmCallReq) == 552 && sizeof(api::CmEvent) == 296 &&
+              sizeof(CmCallRep) == 16 + 116 + 4 + 312);
 static_assert(sizeof(CountersRep) + sizeof(ReplyHdr) <= kMaxMsg && sizeof(ResListRep) + sizeof(ReplyHdr) <= kMaxMsg);
 static_assert(sizeof(InjectReq) == 256 && sizeof(InjectRuleW) == 264 && sizeof(InjectRep) + sizeof(ReplyHdr) <= kMaxMsg);
 
@@ -209,11 +248,12 @@ inline constexpr std::array<size_t, size_t(Op::count)> kRequestSize = {
     sizeof(CreateQpReq), sizeof(HandleReq), sizeof(ModifyQpReq), sizeof(HandleReq),
     sizeof(CreateSrqReq), sizeof(HandleReq), sizeof(ModifySrqReq), sizeof(HandleReq),
     sizeof(CreateAhReq), sizeof(HandleReq),
-    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq), sizeof(ReregMrReq), sizeof(InjectReq)};
+    sizeof(CountersReq), sizeof(ResListReq), sizeof(ResolveReq), sizeof(ReregMrReq), sizeof(InjectReq),
+    sizeof(CmCallReq)};
 inline constexpr std::array<const char*, size_t(Op::count)> kOpName = {
     "?", "hello", "query_device", "query_port", "query_gid", "alloc_pd", "dealloc_pd", "reg_mr",
     "dereg_mr", "create_cq", "destroy_cq", "resize_cq", "req_notify_cq", "create_qp", "destroy_qp",
     "modify_qp", "query_qp", "create_srq", "destroy_srq", "modify_srq", "query_srq", "create_ah",
-    "destroy_ah", "read_counters", "res_list", "resolve", "rereg_mr", "inject"};
+    "destroy_ah", "read_counters", "res_list", "resolve", "rereg_mr", "inject", "cm"};
 
 }  // namespace hcaemu::ctl
