@@ -521,7 +521,9 @@ int Agent::connect(uint32_t id, const api::CmConnParam& p) {
                                : pkt::cma_hdr_ipv6(c->src, c->sport, c->dst);
     pkt::build_cma_hdr(ch, std::span<uint8_t, pkt::kCmaHdrLen>(pd.data(), pkt::kCmaHdrLen));
     std::memcpy(pd.data() + pkt::kCmaHdrLen, p.private_data, p.private_data_len);
-    c->local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;  // never 0: a REJ to a REQ carries 0
+    // Never 0 (a REJ to a REQ carries 0), and distinct: `| 1` after the XOR made each even sequence
+    // number and the next one the same ID (the second REQ was taken for a duplicate of the first).
+    c->local_comm_id = ((++comm_seq_ << 1) ^ comm_xor_) | 1;
     c->tid = uint64_t(1) << 32 | c->local_comm_id;      // cm.c's cm_form_tid
     c->local_qpn = p.qp_num & 0xFFFFFF;
     c->dest_mac = c->dmac;
@@ -870,7 +872,7 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
             if (e.gid == c.src) c.sgid_index = uint8_t(i);
     }
     c.tos = r.primary.traffic_class;
-    c.local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;
+    c.local_comm_id = ((++comm_seq_ << 1) ^ comm_xor_) | 1;  // as the active side's
     c.remote_comm_id = r.local_comm_id;
     c.remote_ca_guid = r.local_ca_guid;
     c.remote_qpn = r.local_qpn;
