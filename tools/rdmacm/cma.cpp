@@ -343,12 +343,17 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
         st.responder_resources = std::min(st.responder_resources, st.dev->max_resp_res);
     else
         st.responder_resources = conn_param->responder_resources;
-    if (!ud && (modify_qp_rtr(id, st.responder_resources) || modify_qp_rts(id, st.initiator_depth))) return -1;
+    // librdmacm moves the QP to RTR and RTS, then has the kernel send the REP. Here RTS follows the
+    // CM's accept: its sq_psn is the starting PSN the REP carried, whenever the CM chose it (the
+    // agent picks it in accept(): before, the QP got 0). The QP receives and ACKs in RTR before the
+    // REP leaves; the program posts sends only after rdma_accept returns.
+    if (!ud && modify_qp_rtr(id, st.responder_resources)) return -1;
     const uint32_t qp_num = id->qp ? id->qp->qp_num : conn_param ? conn_param->qp_num : 0;
     const bool srq = id->qp ? id->qp->srq != nullptr : conn_param ? conn_param->srq != 0 : false;
     api::CmConnParam p;
     if (!to_cm_param(st, conn_param, qp_num, srq, p)) return err(EINVAL);
-    if (on_sub(st, [&](api::Cm& cm, uint32_t c) { return cm.accept(c, p); })) {
+    if (on_sub(st, [&](api::Cm& cm, uint32_t c) { return cm.accept(c, p); }) ||
+        (!ud && modify_qp_rts(id, st.initiator_depth))) {
         const int e = errno;
         (void)modify_qp_err(id);
         return err(e);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 #include "tools/rdmacm/rdmacm.hpp"
@@ -84,7 +85,11 @@ size_t poll_once(Device& d) {
         const std::lock_guard g(c.mu);
         for (EventW* e : got) {
             uint32_t orphan = 0;
+            if (debug())
+                std::fprintf(stderr, "librdmacm (hcaemu): CM event %d status %d on id %u (listener %u)\n",
+                             int(e->cm.type), e->cm.status, e->cm.id, e->cm.listen_id);
             if (!route(c, e, orphan)) {
+                if (debug()) std::fprintf(stderr, "librdmacm (hcaemu): no id for it: dropped\n");
                 delete e;
                 if (orphan) orphans.push_back(orphan);
             }

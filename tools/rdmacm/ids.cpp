@@ -15,6 +15,14 @@ namespace hcaemu::rdmacm {
 static_assert(std::is_standard_layout_v<IdW> && std::is_standard_layout_v<ChannelW> &&
               std::is_standard_layout_v<EventW>);
 
+bool debug() {
+    static const bool on = [] {
+        const char* v = std::getenv("HCAEMU_RDMACM_DEBUG");
+        return v && *v && *v != '0';
+    }();
+    return on;
+}
+
 // ---------------------------------------------------------------- conversions
 
 void to_ibv_ah(const AhAttr& a, ibv_ah_attr& o) {
@@ -235,14 +243,6 @@ int init_qp_attr(IdState& st, ibv_qp_state state, ibv_qp_attr& attr, int& mask) 
     to_ibv_qp_attr(a, attr);
     mask = int(m);
     return 0;
-}
-
-bool debug() {
-    static const bool on = [] {
-        const char* v = std::getenv("HCAEMU_RDMACM_DEBUG");
-        return v && *v && *v != '0';
-    }();
-    return on;
 }
 
 int modify(ibv_qp* qp, ibv_qp_attr& attr, int mask) {

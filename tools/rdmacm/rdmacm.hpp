@@ -157,6 +157,8 @@ socklen_t addr_len(const sockaddr* a);  // ucma_addrlen: 0 for a family other th
 bool is_wildcard(const sockaddr* a);
 api::CmEventType to_cm(rdma_cm_event_type t);
 
+bool debug();  // HCAEMU_RDMACM_DEBUG=1: QP moves and CM events on stderr
+
 inline int err(int e) {
     errno = e;
     return -1;
