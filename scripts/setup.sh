@@ -15,6 +15,7 @@ PKGS=(
   qemu-system-x86 busybox-static cpio kmod iproute2 tcpdump   # interop: the rxe guest (scripts/interop)
   ibverbs-utils ibverbs-providers perftest                    # interop: the guest's rdma-core tools
   python3-pyverbs                    # rdma-core's own test suite against hcaemu's libibverbs (suite verbs)
+  librdmacm-dev rdmacm-utils         # tools/rdmacm: <rdma/rdma_cma.h> and the unmodified rdma_cm programs (suite rdmacm)
 )
 
 missing=()

@@ -540,7 +540,9 @@ int Agent::connect(uint32_t id, const api::CmConnParam& p) {
     const size_t max_pd = (c->qp_type == QpType::ud ? 216 : 92) - pkt::kCmaHdrLen;
     if (p.private_data_len > max_pd) return EINVAL;
     const auto pd = cma_private(*c, p);
-    c->local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;  // never 0: a REJ to a REQ carries 0
+    // Never 0 (a REJ to a REQ carries 0), and distinct: `| 1` after the XOR made each even sequence
+    // number and the next one the same ID (the second REQ was taken for a duplicate of the first).
+    c->local_comm_id = ((++comm_seq_ << 1) ^ comm_xor_) | 1;
     c->tid = uint64_t(1) << 32 | c->local_comm_id;      // cm.c's cm_form_tid
     c->local_qpn = p.qp_num & 0xFFFFFF;
     c->dest_mac = c->dmac;
@@ -879,7 +881,7 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
     }
     Id& c = passive_id(*l, m, ch, CmState::req_rcvd);
     c.tos = r.primary.traffic_class;
-    c.local_comm_id = (++comm_seq_ ^ comm_xor_) | 1;
+    c.local_comm_id = ((++comm_seq_ << 1) ^ comm_xor_) | 1;  // as the active side's
     c.remote_comm_id = r.local_comm_id;
     c.remote_ca_guid = r.local_ca_guid;
     c.remote_qpn = r.local_qpn;

@@ -23,7 +23,7 @@ constexpr const char* kExecHelp =
     "usage: hcaemu exec [--device SPEC] [attach options] -- PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified RDMA program (ibv_rc_pingpong, perftest, your own), on hcaemu:\n"
-    "hcaemu's libibverbs.so.1 comes first in LD_LIBRARY_PATH and the device is hcaemu0.\n"
+    "hcaemu's libibverbs.so.1 and librdmacm.so.1 come first in LD_LIBRARY_PATH and the device is hcaemu0.\n"
     "  --device SPEC       unix:PATH: the HCA of the hcaemud listening on PATH; local (default): an\n"
     "                      HCA inside PROGRAM, attached with the options below (then --ip is required)\n";
 
@@ -38,7 +38,8 @@ const char* variable_of(const std::string& opt) {
     return nullptr;
 }
 
-// The build tree's library beside this binary (build/tools/verbs), else the installed one.
+// The build tree's libraries beside this binary (build/tools/verbs, and build/tools/rdmacm for
+// librdmacm.so.1), else the installed directory that holds both.
 std::string verbs_libdir() {
     char self[4096];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -46,7 +47,10 @@ std::string verbs_libdir() {
         std::string dir(self, size_t(n));
         dir.resize(dir.rfind('/'));
         const std::string build = dir + "/verbs";
-        if (::access((build + "/libibverbs.so.1").c_str(), R_OK) == 0) return build;
+        if (::access((build + "/libibverbs.so.1").c_str(), R_OK) == 0) {
+            const std::string cm = dir + "/rdmacm";
+            return ::access((cm + "/librdmacm.so.1").c_str(), R_OK) == 0 ? build + ":" + cm : build;
+        }
     }
     return HCAEMU_VERBS_INSTALL_DIR;
 }

@@ -112,7 +112,9 @@ public:
     virtual int disconnect(uint32_t id) = 0;  // DREQ, or DREP to a DREQ received
     virtual int establish(uint32_t id) = 0;   // the active side's RTU (rdma_establish, ucma notify)
     // rdma_init_qp_attr: the attributes and mask (hcaemu::qp_attr:: bits) for the QP's move to
-    // `state` (INIT, RTR, RTS) from what the id resolved and negotiated.
+    // `state` (INIT, RTR, RTS) from what the id resolved and negotiated. Passive side: librdmacm's
+    // rdma_accept moves the QP to RTR and RTS with these before it calls accept(), so the starting
+    // PSN the REP carries (RTS's sq_psn) is chosen by the time connect_request is reported.
     virtual int init_qp_attr(uint32_t id, QpState state, QpAttr& attr, uint32_t& mask) = 0;
     virtual int set_option(uint32_t id, CmOption opt, uint32_t value) = 0;
     virtual bool get_event(CmEvent& ev) = 0;  // non-blocking; false when none is queued

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "tools/verbs/hcaemu_private.hpp"
 #include "tools/verbs/verbs.hpp"
 
 extern "C" {
@@ -177,3 +178,17 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
 }
 
 }  // extern "C"
+
+// HCAEMU_VERBS_PRIVATE_1 (hcaemu_private.hpp), for tools/rdmacm.
+extern "C" {
+hcaemu::api::Context* hcaemu_verbs_lock_api(ibv_context* context) {
+    hcaemu::verbs::Node& n = hcaemu::verbs::node_of(context);
+    n.mu.lock();
+    return n.api.get();
+}
+void hcaemu_verbs_unlock_api(ibv_context* context) {
+    hcaemu::verbs::Node& n = hcaemu::verbs::node_of(context);
+    n.mu.unlock();
+    n.wake();
+}
+}
