@@ -308,7 +308,8 @@ Conn establish(Bench& b) {
     REQUIRE(b.cm(1).init_qp_attr(c.sid, QpState::rts, rts, mask) == 0);
     const uint32_t server_rts_psn = rts.sq_psn;
 
-    // The REQ, byte for byte (its PSN is the one the server's RTR got).
+    // The REQ, byte for byte. Its Starting PSN is the one the client expects to receive, the
+    // server's send PSN (as Linux's cm.c: tests/data/cm_rxe).
     const auto reqs = b.mads(0, pkt::cm_attr::req);
     REQUIRE(reqs.size() == 1);
     api::CmIdInfo ci;
@@ -316,7 +317,7 @@ Conn establish(Bench& b) {
     const uint16_t sport = ntohs(reinterpret_cast<const sockaddr_in*>(&ci.src)->sin_port);
     CHECK(sport >= 32768);
     CHECK(sport <= 60999);
-    CHECK_MAD(reqs[0], expected_req(b, c.cid, cq.qpn(), client_psn, sport));
+    CHECK_MAD(reqs[0], expected_req(b, c.cid, cq.qpn(), server_rts_psn, sport));
 
     REQUIRE(b.cm(1).accept(c.sid, conn(sq.qpn(), "world", 3, 1)) == 0);
     CHECK(b.agent[1]->state(c.sid) == CmState::rep_sent);
@@ -353,7 +354,7 @@ Conn establish(Bench& b) {
     er.local_comm_id = b.agent[1]->local_comm_id(c.sid);
     er.remote_comm_id = b.agent[0]->local_comm_id(c.cid);
     er.local_qpn = sq.qpn();
-    er.starting_psn = server_psn;
+    er.starting_psn = client_psn;  // the PSN the server expects: the client's send PSN
     er.responder_resources = 3;
     er.initiator_depth = 1;
     er.target_ack_delay = 15;

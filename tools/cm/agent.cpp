@@ -555,7 +555,10 @@ int Agent::connect(uint32_t id, const api::CmConnParam& p) {
     if (p.responder_resources > hca_.device().query_device().max_qp_rd_atom ||
         p.initiator_depth > hca_.device().query_device().max_qp_init_rd_atom)
         return EINVAL;
-    c->sq_psn = random24();  // cma.c: the starting PSN is the CM's choice (id_priv->seq_num)
+    // Starting PSN in a REQ or REP: the PSN its sender expects to receive. Linux's cm.c puts its
+    // own receive PSN there and sends from the peer's (tests/data/cm_rxe: rxe's active side sends
+    // at the REP's PSN, its passive side at the REQ's). cma.c: the CM's choice (id_priv->seq_num).
+    c->rq_psn = random24();
     c->responder_resources = p.responder_resources;
     c->initiator_depth = p.initiator_depth;
     c->retry_count = std::min<uint8_t>(p.retry_count, 7);
@@ -573,7 +576,7 @@ int Agent::connect(uint32_t id, const api::CmConnParam& p) {
     r.remote_cm_response_timeout = cfg_.cm_response_timeout;
     r.transport_service_type = uint8_t(pkt::CmTransport::rc);
     r.end_to_end_flow_control = p.flow_control ? 1 : 0;
-    r.starting_psn = c->sq_psn;
+    r.starting_psn = c->rq_psn;
     r.local_cm_response_timeout = cfg_.cm_response_timeout;
     r.retry_count = c->retry_count;
     r.pkey = pkt::kDefaultPkey;
@@ -623,7 +626,7 @@ int Agent::accept(uint32_t id, const api::CmConnParam& p) {
     r.local_comm_id = c->local_comm_id;
     r.remote_comm_id = c->remote_comm_id;
     r.local_qpn = c->local_qpn;
-    r.starting_psn = c->sq_psn;
+    r.starting_psn = c->rq_psn;
     r.responder_resources = p.responder_resources;
     r.initiator_depth = p.initiator_depth;
     r.target_ack_delay = hca_.device().query_device().local_ca_ack_delay;
@@ -885,10 +888,10 @@ void Agent::rx_req(const Recv& m, const pkt::MadHdr& h, const pkt::CmReq& r) {
     c.remote_comm_id = r.local_comm_id;
     c.remote_ca_guid = r.local_ca_guid;
     c.remote_qpn = r.local_qpn;
-    c.rq_psn = r.starting_psn;
+    c.sq_psn = r.starting_psn;  // the PSN the active side expects (see connect)
     // The passive side's starting PSN exists from the REQ on: librdmacm's rdma_accept moves the
     // QP to RTR and RTS (init_qp_attr) before the accept that sends the REP (cma.c: seq_num).
-    c.sq_psn = random24();
+    c.rq_psn = random24();
     c.responder_resources = r.initiator_depth;  // cm.c: until the REP says otherwise
     c.initiator_depth = r.responder_resources;
     c.tid = h.tid;
@@ -1002,7 +1005,7 @@ void Agent::rx_rep(const pkt::MadHdr& h, const pkt::CmRep& r) {
     c->remote_comm_id = r.local_comm_id;
     c->remote_ca_guid = r.local_ca_guid;
     c->remote_qpn = r.local_qpn;
-    c->rq_psn = r.starting_psn;
+    c->sq_psn = r.starting_psn;
     c->rnr_retry_count = std::min(c->rnr_retry_count, r.rnr_retry_count);
     // Our READ depth is at most what the peer's responder takes (cm.c swaps the REP's depths).
     c->initiator_depth = std::min(c->initiator_depth, r.responder_resources);
