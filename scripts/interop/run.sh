@@ -66,6 +66,13 @@ BASE_PORT=18600        # each case gets its own TCP port: no listener of one cas
 # A name starting with lib- runs Debian's own program on hcaemu's side too, unmodified, through
 # hcaemu's libibverbs (`hcaemu exec --eal ... --ip ... -- ib_TOOL -d hcaemu0 -x 1 -F ...` or
 # `... -- ibv_rc_pingpong -d hcaemu0 -g 1 ...`; docs/verbs.md): the same program on both sides.
+# A name starting with cm- connects with rdma_cm (issue 14): the same Debian program on both sides,
+# hcaemu's through `hcaemu exec` (hcaemu's libibverbs and librdmacm, docs/rdmacm.md), the guest's on
+# the kernel's CM; the client names the server's RoCE address (no TCP). tool: rping (-V: the data
+# checked), udaddy (UD: SIDR), rdma_server (rdma_client on the client side), rej (rping to the
+# port above the server's, where nobody listens: REJ reason 8 expected), else perftest's ib_TOOL -R.
+# Not run: write_bw -R with rxe as server (its second connection's REQ can reach the TCG guest
+# before its perftest listens again: REJ 8, and hcaemu's perftest then died of SIGBUS: to look at).
 # A name starting with v6- runs over IPv6 GIDs: hcaemu gets --ip 2001:2::10/64 (its GID 1 then),
 # the guest uses the index rxe gave 2001:2::2 (found in sysfs by the guest-ipv6 check).
 CASE_TABLE='
@@ -173,6 +180,21 @@ lib-loss5-atomic_bw-fadd-rxe_srv | atomic_bw | rxe  | -A FETCH_AND_ADD -n 32    
 lib-loss5-atomic_bw-fadd-hcaemu_srv | atomic_bw | hcaemu | -A FETCH_AND_ADD -n 32    | loss 5% | 120
 lib-loss5-send_lat-64-rxe_srv | send_lat   | rxe    | -s 64 -n 32                    | loss 5% | 120
 lib-loss5-send_lat-64-hcaemu_srv | send_lat | hcaemu | -s 64 -n 32                   | loss 5% | 120
+cm-rping-rxe_srv             | rping      | rxe    | -C 10 -S 64 -V                 |         | 90
+cm-rping-hcaemu_srv          | rping      | hcaemu | -C 10 -S 64 -V                 |         | 90
+cm-send_bw-rxe_srv           | send_bw    | rxe    | -s 4096 -n 20                  |         | 90
+cm-send_bw-hcaemu_srv        | send_bw    | hcaemu | -s 4096 -n 20                  |         | 90
+cm-write_bw-hcaemu_srv       | write_bw   | hcaemu | -s 8192 -n 20                  |         | 90
+cm-read_lat-rxe_srv          | read_lat   | rxe    | -s 64 -n 20                    |         | 90
+cm-read_lat-hcaemu_srv       | read_lat   | hcaemu | -s 64 -n 20                    |         | 90
+cm-udaddy-rxe_srv            | udaddy     | rxe    | -C 5                           |         | 90
+cm-udaddy-hcaemu_srv         | udaddy     | hcaemu | -C 5                           |         | 90
+cm-rdma_server-rxe_srv       | rdma_server | rxe   |                                |         | 90
+cm-rdma_server-hcaemu_srv    | rdma_server | hcaemu |                               |         | 90
+cm-rej-rxe_srv               | rej        | rxe    | -C 1                           |         | 90
+cm-rej-hcaemu_srv            | rej        | hcaemu | -C 1                           |         | 90
+cm-loss5-rping-rxe_srv       | rping      | rxe    | -C 20 -S 1024 -V               | loss 5% | 150
+cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | loss 5% | 150
 '
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
@@ -567,6 +589,7 @@ peer_server_finish() {  # peer_server_finish NAME: wait (20 s) for the peer serv
 run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   local name tool srv flags netem tmo port d t0 rc_peer rc_rxe reason="" gcmd
   IFS='|' read -r name tool srv flags netem tmo <<< "$2"
+  if [[ $name == cm-* ]]; then run_cm_case "$@"; return; fi
   port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
   CASE_V6=0; [[ $name == v6-* ]] && CASE_V6=1
   CASE_LIB=0; [[ $name == lib-* ]] && CASE_LIB=1
@@ -659,6 +682,125 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
     report PASS "$name" "$roce RoCE v2 frames$data, ${ms} ms"
   else
     report FAIL "$name" "$reason (${ms} ms; logs: cases/$name.*)"
+  fi
+}
+
+# ------------------------------------------------------------------ rdma_cm cases
+cm_prog() {  # cm_prog TOOL ROLE SERVER_IP PORT FLAGS DEVICE: the program and its arguments
+  local t=$1 r=$2 ip=$3 p=$4 f=$5 dev=$6
+  case $t in
+    rping) [ "$r" = server ] && echo "rping -s -a $ip -p $p $f" || echo "rping -c -a $ip -p $p -v $f";;
+    rej) [ "$r" = server ] && echo "rping -s -a $ip -p $p -C 1" || echo "rping -c -a $ip -p $((p + 1)) $f";;
+    udaddy) [ "$r" = server ] && echo "udaddy -b $ip $f" || echo "udaddy -s $ip $f";;
+    rdma_server) [ "$r" = server ] && echo "rdma_server -s $ip -p $p" || echo "rdma_client -s $ip -p $p";;
+    *) [ "$r" = server ] && echo "ib_$t -d $dev -x 1 -F -R -p $p $f" || echo "ib_$t -d $dev -x 1 -F -R -p $p $f $ip";;
+  esac
+}
+cm_emu() {  # cm_emu NAME 'program': hcaemu exec's words for it, one per line
+  printf '%s\n' exec --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
+  [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$1.hcaemu.pcap"
+  printf '%s\n' --
+  local -a w; read -r -a w <<< "$2"; printf '%s\n' "${w[@]}"
+}
+gbg_cm_listening() {  # gbg_cm_listening GUEST PORT: an rdma_cm listener on PORT within 15 s (rdma res)
+  gjob "$1" 20 "i=0; while [ \$i -lt 150 ]; do rdma res show cm_id 2>/dev/null | grep 'state LISTEN' | grep -q ':$2 ' && exit 0; sleep 0.1; i=\$((i+1)); done; exit 1" > /dev/null
+}
+emu_cm_listening() {  # emu_cm_listening LOG PID: librdmacm's listen line (HCAEMU_RDMACM_DEBUG) within 30 s
+  local i
+  for ((i = 0; i < 300; i++)); do
+    grep -q 'rdmacm: listen' "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+cm_verdict() {  # cm_verdict SIDE FILE RC TOOL FLAGS ROLE: a reason on stdout and status 1 if it failed
+  local side=$1 f=$2 rc=$3 tool=$4 flags=$5 role=$6 n bad
+  if [ "$tool" = rej ]; then
+    [ "$role" = server ] && return 0
+    grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$f" || { echo "$side: no 'RDMA_CM_EVENT_REJECTED, error 8' (exit $rc)"; return 1; }
+    return 0
+  fi
+  [ "$rc" = 0 ] || { echo "$side exit $rc: $(last_line "$f")"; return 1; }
+  bad=$(grep -iE "$ERR_RE|mismatch" "$f" | head -1 | cut -c1-160)
+  [ -z "$bad" ] || { echo "$side printed: $bad"; return 1; }
+  case $tool in
+    rping)  # -v on the client: one 'ping data' line per message, each rdma-ping-N in order
+      [ "$role" = client ] || return 0
+      n=$(sed -n 's/.*-C \([0-9]*\).*/\1/p' <<< "$flags")
+      [ "$(grep -c '^ping data: rdma-ping-' "$f")" = "$n" ] || { echo "$side: not $n 'ping data' lines"; return 1; };;
+    udaddy)
+      grep -q 'test complete' "$f" || { echo "$side: no 'test complete'"; return 1; };;
+    rdma_server) ;;
+    *) check_output "$side" "$f" "$tool" "$flags" "$([ "$role" = client ] && echo 1 || echo 0)" || return 1;;
+  esac
+  return 0
+}
+run_cm_case() {  # run_cm_case INDEX 'name|tool|server|flags|netem|timeout'
+  local name tool srv flags netem tmo port d t0 reason="" gcmd ecmd rc_emu rc_rxe epid
+  IFS='|' read -r name tool srv flags netem tmo <<< "$2"
+  name=$(trim "$name"); tool=$(trim "$tool"); srv=$(trim "$srv"); flags=$(trim "$flags"); netem=$(trim "$netem"); tmo=$(trim "$tmo")
+  port=$((BASE_PORT + $1)); d=$RES/cases/$name; t0=$(now_ms)
+  CASE_V6=0; CASE_LIB=1
+  : > "$d.cmd"
+  if [ $RXE_PEER = 1 ]; then report PASS "$name" "skipped with --rxe-peer (rdma_cm cases face hcaemu)"; return; fi
+  if [ -n "$netem" ]; then
+    gjob guest 20 "$(netem_script "$netem")" > "$d.netem" 2>&1 || reason="netem could not be set: $(last_line "$d.netem")"
+  fi
+  local role_emu=client role_rxe=server sip=$GUEST_IP
+  [ "$srv" = hcaemu ] && { role_emu=server; role_rxe=client; sip=$EMU_IP; }
+  gcmd=$(cm_prog "$tool" $role_rxe "$sip" "$port" "$flags" rxe0)
+  ecmd=$(cm_prog "$tool" $role_emu "$sip" "$port" "$flags" hcaemu0)
+  local -a emu; mapfile -t emu < <(cm_emu "$name" "$ecmd")
+  echo "rxe ($role_rxe): $gcmd" >> "$d.cmd"
+  echo "hcaemu ($role_emu): $(printf '%q ' "$HCAEMU" "${emu[@]}")" >> "$d.cmd"
+  cap_start "$d.pcap"
+  if [ -n "$reason" ]; then :
+  elif [ "$srv" = rxe ]; then
+    gbg_start guest "$name" rxe "$tmo" "$gcmd"
+    local lport=$port; [ "$tool" = udaddy ] && lport=7174   # udaddy's fixed port
+    if ! gbg_cm_listening guest "$lport"; then
+      reason="rxe server not listening (rdma_cm) on :$port: $(last_line "$d.rxe.log")"
+    else
+      HCAEMU_RDMACM_DEBUG=1 timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1; rc_emu=$?
+      gbg_finish guest "$name" rxe "$([ $rc_emu = 0 ] && [ "$tool" != rej ] && echo 20 || echo 2)"
+    fi
+  else
+    HCAEMU_RDMACM_DEBUG=1 timeout -k 5 "$tmo" ip netns exec "$NS" "$HCAEMU" "${emu[@]}" > "$d.hcaemu.log" 2>&1 &
+    epid=$!
+    if emu_cm_listening "$d.hcaemu.log" "$epid"; then
+      gfg_run guest "$name" rxe "$tmo" "$gcmd"
+    else
+      reason="hcaemu server not listening: $(why "$d.hcaemu.log")"
+    fi
+    [ "$tool" = rej ] && kill "$epid" 2>/dev/null   # its server waits for a client that never comes
+    local i; for ((i = 0; i < 200; i++)); do kill -0 "$epid" 2>/dev/null || break; sleep 0.1; done
+    kill "$epid" 2>/dev/null
+    wait "$epid"; rc_emu=$?
+  fi
+  cap_stop
+  if [ -n "$netem" ]; then
+    gjob guest 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+  fi
+  rc_rxe=$(cat "$d.rxe.rc" 2>/dev/null || echo none)
+  if [ -z "$reason" ]; then
+    reason=$(cm_verdict hcaemu "$d.hcaemu.log" "${rc_emu:-none}" "$tool" "$flags" $role_emu) &&
+    reason=$(cm_verdict rxe "$d.rxe.log" "$rc_rxe" "$tool" "$flags" $role_rxe)
+  fi
+  # Every MAD and RoCE frame on the bridge through hcaemu's parser (--strict: MADs too).
+  local roce mads
+  roce=$(tcpdump -r "$d.pcap" -nn "udp dst port 4791" 2>/dev/null | wc -l)
+  if tcpdump -r "$d.pcap" -w "$d.roce.pcap" 'udp dst port 4791' 2>/dev/null; then
+    "$HCAEMU" dissect --strict "$d.roce.pcap" > "$d.dissect.txt" 2>&1 ||
+      reason=${reason:-"hcaemu dissect --strict: $(grep -m1 -E 'error|bad' "$d.dissect.txt" | tr -s ' ' | cut -c1-160)"}
+    rm -f "$d.roce.pcap"
+  fi
+  mads=$(sed -n 's/.*MADs to QP1 (GMPs) \([0-9]*\), malformed or with reserved bits set \([0-9]*\).*/\1 MADs (\2 bad)/p' "$d.dissect.txt")
+  [ -n "$reason" ] || [ -n "$mads" ] || reason="no MAD on br0"
+  if [ -z "$reason" ]; then
+    report PASS "$name" "$roce RoCE v2 frames, ${mads}, $(( $(now_ms) - t0 )) ms"
+  else
+    report FAIL "$name" "$reason ($(( $(now_ms) - t0 )) ms; logs: cases/$name.*)"
   fi
 }
 
