@@ -68,8 +68,11 @@ def main():
                sc["ghost_ack"]["ours"])
         expect("unexpected_opcode: the prober's forged frame is resp.opcode",
                sc["unexpected_opcode"]["ours"][0]["rule"] == "resp.opcode", sc["unexpected_opcode"]["ours"])
-        expect("cnp_on_ce: 20 requests marked; hcaemu sends no CNP yet (DCQCN is not done)",
-               m["cnp_on_ce"]["ce_marked"] == 20 and m["cnp_on_ce"]["cnps"] == 0, m["cnp_on_ce"])
+        # hcaemu is a DCQCN notification point (docs/dcqcn.md): CNPs to the one QP, at most one per
+        # mark (one per 50 us per QP; capture stamps are per burst, so the interval is not judged).
+        c = m["cnp_on_ce"]
+        expect("cnp_on_ce: 20 requests marked; the peer answers with CNPs to that QP, at most one per mark",
+               c["ce_marked"] == 20 and 1 <= c["cnps"] <= 20 and len(c["cnp_qps"]) == 1 and c["verdict"] == "ok", c)
         md = open(os.path.join(out, "REPORT.md")).read()
         expect("probe: REPORT.md has a section and a ladder per scenario",
                all(f"## {n}" in md and f"![{n}]({n}.svg)" in md for n in sc), md[:2000])
