@@ -224,6 +224,15 @@ public:
 
     bool get_async_event(AsyncEvent& ev);  // non-blocking
     void set_listener(QpListener* l) { listener_ = l; }
+    // Where receives wait before the device has them (hcaemud: a client's ring). take_recv asks it
+    // when the queue is empty, so that a receive posted before a packet arrived is seen by that
+    // packet, as on an HCA (a UD SEND found the queue empty when the daemon had read the rings
+    // just before the receive was posted, and was dropped).
+    using RqFill = void (*)(void* ctx, QpObj& qp);
+    void set_rq_fill(RqFill fn, void* ctx) {
+        rq_fill_ = fn;
+        rq_fill_ctx_ = ctx;
+    }
 
     Counters& counters() { return counters_; }
     const Counters& counters() const { return counters_; }
@@ -330,6 +339,8 @@ private:
     Table<AhObj> ahs_;
     std::deque<AsyncEvent> events_;
     QpListener* listener_ = nullptr;
+    RqFill rq_fill_ = nullptr;
+    void* rq_fill_ctx_ = nullptr;
     Counters counters_;
     DmaEngine dma_;
 };

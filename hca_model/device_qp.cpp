@@ -452,6 +452,7 @@ Status Srq::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
 }
 
 bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
+    if (rq_fill_ && (q->srq ? q->srq->rq.empty() : q->rq.empty())) rq_fill_(rq_fill_ctx_, *q);
     if (SrqObj* s = q->srq) {
         if (s->rq.empty()) return false;
         const uint64_t n = s->rq.head++;

@@ -561,6 +561,46 @@ TEST_CASE("posted receive buffers pin their MRs until taken or flushed", "[mr][w
     CHECK(f.mr.destroy() == Status::ok);
 }
 
+TEST_CASE("take_recv on an empty queue asks rq_fill first: a receive posted elsewhere is seen", "[wr]") {
+    Fixture f;
+    Qp qp = f.make_qp();
+    QpAttr a;
+    a.qp_state = QpState::init;
+    a.port_num = 1;
+    REQUIRE(qp.modify(a, qp_attr::state | qp_attr::port | qp_attr::pkey_index | qp_attr::access_flags).ok());
+    struct Ctx {
+        Qp* qp;
+        Sge s;
+        int asked = 0;
+        int posts = 1;  // receives waiting "in the client's ring"
+    } ctx{&qp, {f.mr.addr(), 100, f.mr.lkey()}};
+    f.dev.set_rq_fill(
+        [](void* p, QpObj& q) {
+            auto* c = static_cast<Ctx*>(p);
+            ++c->asked;
+            CHECK(q.qpn == c->qp->qpn());
+            for (; c->posts > 0; --c->posts) {
+                RecvWr r;
+                r.wr_id = 77;
+                r.sg_list = &c->s;
+                r.num_sge = 1;
+                const RecvWr* bad;
+                REQUIRE(c->qp->post_recv(&r, &bad) == Status::ok);
+            }
+        },
+        &ctx);
+    RecvWqe w;
+    Sge sg[4];
+    REQUIRE(f.dev.take_recv(f.dev.qp_by_qpn(qp.qpn()), w, sg));  // empty: filled, then taken
+    CHECK(w.wr_id == 77);
+    CHECK(ctx.asked == 1);
+    CHECK_FALSE(f.dev.take_recv(f.dev.qp_by_qpn(qp.qpn()), w, sg));  // nothing more anywhere
+    CHECK(ctx.asked == 2);
+    f.dev.set_rq_fill(nullptr, nullptr);
+    CHECK_FALSE(f.dev.take_recv(f.dev.qp_by_qpn(qp.qpn()), w, sg));
+    CHECK(ctx.asked == 2);
+}
+
 TEST_CASE("retire_send on an empty send queue changes nothing", "[qp]") {
     Fixture f;
     Qp qp = f.make_qp();

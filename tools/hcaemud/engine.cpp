@@ -162,10 +162,27 @@ struct Client {
 };
 
 Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendFn send)
-    : att_(att), dev_(att.dev()), ctr_(ctr), max_objects_(max_objects), send_(std::move(send)) {}
+    : att_(att), dev_(att.dev()), ctr_(ctr), max_objects_(max_objects), send_(std::move(send)) {
+    dev_.set_rq_fill(&Engine::rq_fill, this);
+}
 
 Engine::~Engine() {
     while (!clients_.empty()) remove_client(clients_.begin()->first);
+    dev_.set_rq_fill(nullptr, nullptr);
+}
+
+// A packet found the QP's (or its SRQ's) receive queue empty: the client's ring first, as an HCA
+// sees every receive posted before the packet arrived.
+void Engine::rq_fill(void* ctx, QpObj& qp) {
+    auto* en = static_cast<Engine*>(ctx);
+    size_t work = 0;
+    if (qp.srq) {
+        for (SrqE* s : en->srqs_)
+            if (s->obj == qp.srq && !s->r.error) en->take_recv(nullptr, s, work, true);
+        return;
+    }
+    QpE* q = qp.qpn < en->by_qpn_.size() ? en->by_qpn_[qp.qpn] : nullptr;
+    if (q && q->has_rq && !q->rq.error) en->take_recv(q, nullptr, work, true);
 }
 
 void Engine::submit(std::function<void()> fn) {
@@ -364,7 +381,7 @@ void Engine::take_send(Client& c, QpE& q, size_t& work) {
     }
 }
 
-void Engine::take_recv(QpE* q, SrqE* sq, size_t& work) {
+void Engine::take_recv(QpE* q, SrqE* sq, size_t& work, bool from_device) {
     RingV& r = q ? q->rq : sq->r;
     auto outstanding = [&] { return q ? q->obj->rq.count() : sq->obj->rq.count(); };
     auto full = [&] { return q ? q->obj->rq.full() : sq->obj->rq.full(); };
@@ -376,7 +393,10 @@ void Engine::take_recv(QpE* q, SrqE* sq, size_t& work) {
     const uint64_t prod = r.h->prod.load(std::memory_order_acquire);
     r.prod_seen = prod;
     if (prod == r.taken) return;
-    if (!r.header_ok() || prod - cons > r.cap || prod - r.taken > r.cap) return ring_error(q, sq);
+    if (!r.header_ok() || prod - cons > r.cap || prod - r.taken > r.cap) {
+        if (!from_device) ring_error(q, sq);  // (in a packet: at the next turn)
+        return;
+    }
     if (q && q->obj->state() == QpState::reset) return;  // receives wait until INIT
     const uint32_t max_sge = q ? q->cap.max_recv_sge : sq->max_sge;
     alignas(16) uint8_t buf[kMaxEntry];
@@ -402,6 +422,10 @@ void Engine::take_recv(QpE* q, SrqE* sq, size_t& work) {
             wr.num_sge = int(w.num_sge);
             const RecvWr* bad = nullptr;
             s = q ? q->qp.post_recv(&wr, &bad) : sq->srq.post_recv(&wr, &bad);
+        }
+        if (s != Status::ok && from_device) {  // handled at the next turn, outside the packet
+            --r.taken;
+            return;
         }
         if (s != Status::ok) {
             ctr_.inc(DCounter::bad_wqes);

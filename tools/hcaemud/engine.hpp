@@ -118,7 +118,10 @@ private:
     void route_cm_events();
     void retry_zombies();
     void take_send(Client& c, QpE& q, size_t& work);
-    void take_recv(QpE* q, SrqE* s, size_t& work);
+    // `from_device`: asked by the device (rq_fill) in the middle of a packet: a bad WQE is left
+    // in the ring for the next turn instead of moving the QP to ERR there.
+    void take_recv(QpE* q, SrqE* s, size_t& work, bool from_device = false);
+    static void rq_fill(void* ctx, QpObj& qp);  // Device::set_rq_fill
     void ring_error(QpE* q, SrqE* s);
 
     tools::Attached& att_;
