@@ -118,7 +118,7 @@ bool to_cm_param(IdState& st, const rdma_conn_param* p, uint32_t qp_num, bool sr
     size_t len = st.connect_data.size();
     if (p && p->private_data && p->private_data_len) len += p->private_data_len;
     if (len > api::kCmMaxPrivate) return false;
-    std::memcpy(o.private_data, st.connect_data.data(), st.connect_data.size());
+    if (!st.connect_data.empty()) std::memcpy(o.private_data, st.connect_data.data(), st.connect_data.size());
     o.private_data_len = uint8_t(st.connect_data.size());
     if (p) {
         o.flow_control = p->flow_control;
