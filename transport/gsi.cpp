@@ -76,25 +76,8 @@ void Hca::gsi_answer_unsupported(const pkt::Packet& p, uint16_t status) {
 }
 
 bool Hca::send_mad(const GsiDest& d, std::span<const uint8_t, pkt::kMadLen> mad) {
-    pkt::Headers h{};
-    h.eth.src = port_.mac();
-    if (d.dmac) h.eth.dst = *d.dmac;
-    else if (!resolve(d.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
-    h.ipv6 = !(pkt::is_ipv4_mapped(d.sgid) && pkt::is_ipv4_mapped(d.dgid));
-    if (h.ipv6) {
-        h.eth.ethertype = pkt::kEthTypeIpv6;
-        h.ip6.src = d.sgid;
-        h.ip6.dst = d.dgid;
-        h.ip6.traffic_class = d.traffic_class;
-        h.ip6.hop_limit = d.hop_limit;
-    } else {
-        h.eth.ethertype = pkt::kEthTypeIpv4;
-        h.ip4.src = pkt::ipv4_of_mapped(d.sgid);
-        h.ip4.dst = pkt::ipv4_of_mapped(d.dgid);
-        h.ip4.tos = d.traffic_class;
-        h.ip4.ttl = d.hop_limit;
-    }
+    pkt::Headers h;
+    route_headers({d.sgid, d.dgid, d.traffic_class, 0, d.hop_limit, d.dmac}, h);
     h.udp.sport = pkt::udp_sport_for_qpn(pkt::kGsiQpn);
     h.bth.opcode = pkt::op::ud | pkt::op::send_only;
     h.bth.dest_qp = d.dest_qp;

@@ -74,29 +74,33 @@ const pkt::Headers& Hca::tmpl(QpCtx& c) {
 
 void Hca::set_tmpl(QpCtx& c) { pkt::make_template(c.tmpl, c.ftmpl); }
 
+void Hca::route_headers(const Route& r, pkt::Headers& h) {
+    h = pkt::Headers{};
+    h.eth.src = port_.mac();
+    if (r.dmac) h.eth.dst = *r.dmac;
+    else if (!resolve(r.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
+    h.ipv6 = !(pkt::is_ipv4_mapped(r.sgid) && pkt::is_ipv4_mapped(r.dgid));
+    if (h.ipv6) {
+        h.eth.ethertype = pkt::kEthTypeIpv6;
+        h.ip6.src = r.sgid;
+        h.ip6.dst = r.dgid;
+        h.ip6.traffic_class = r.traffic_class;
+        h.ip6.flow_label = r.flow_label;
+        h.ip6.hop_limit = r.hop_limit;
+    } else {
+        h.eth.ethertype = pkt::kEthTypeIpv4;
+        h.ip4.src = pkt::ipv4_of_mapped(r.sgid);
+        h.ip4.dst = pkt::ipv4_of_mapped(r.dgid);
+        h.ip4.tos = r.traffic_class;
+        h.ip4.ttl = r.hop_limit;
+    }
+}
+
 bool Hca::headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h, const pkt::Mac* dmac) {
     GidEntry sgid;
     if (dev_.query_gid(1, av.sgid_index, sgid) != Status::ok) return false;
-    h = pkt::Headers{};
-    h.eth.src = port_.mac();
-    if (dmac) h.eth.dst = *dmac;
-    else if (!resolve(av.dgid, h.eth.dst)) h.eth.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    // RoCE v2 over IPv4 when both GIDs are IPv4-mapped (IBTA Annex A17), else IPv6.
-    h.ipv6 = !(pkt::is_ipv4_mapped(sgid.gid) && pkt::is_ipv4_mapped(av.dgid));
-    if (h.ipv6) {
-        h.eth.ethertype = pkt::kEthTypeIpv6;
-        h.ip6.src = sgid.gid;
-        h.ip6.dst = av.dgid;
-        h.ip6.traffic_class = av.traffic_class;
-        h.ip6.flow_label = av.flow_label;
-        h.ip6.hop_limit = av.hop_limit;
-    } else {
-        h.eth.ethertype = pkt::kEthTypeIpv4;
-        h.ip4.src = pkt::ipv4_of_mapped(sgid.gid);
-        h.ip4.dst = pkt::ipv4_of_mapped(av.dgid);
-        h.ip4.tos = av.traffic_class;
-        h.ip4.ttl = av.hop_limit;
-    }
+    route_headers({sgid.gid, av.dgid, av.traffic_class, av.flow_label, av.hop_limit, dmac}, h);
     h.udp.sport = qp.type == QpType::ud ? pkt::udp_sport_for_qpn(qp.qpn)
                                         : pkt::udp_sport_for_flow(av.flow_label, qp.qpn, dest_qpn);
     h.bth.dest_qp = dest_qpn;

@@ -192,6 +192,16 @@ public:
     // AH caches only a resolved MAC, never the broadcast one.
     bool headers_for(const QpObj& qp, const AhAttr& av, uint32_t dest_qpn, pkt::Headers& h,
                      const pkt::Mac* dmac = nullptr);
+    // Ethernet and IP of a RoCE v2 packet from sgid to dgid (h zeroed first); QP1's MADs too.
+    struct Route {
+        const Gid& sgid;
+        const Gid& dgid;
+        uint8_t traffic_class;
+        uint32_t flow_label;
+        uint8_t hop_limit;
+        const pkt::Mac* dmac;
+    };
+    void route_headers(const Route& r, pkt::Headers& h);
     // A connected QP's packet template, its destination MAC filled in once resolved.
     const pkt::Headers& tmpl(QpCtx& c);
     void set_tmpl(QpCtx& c);  // c.ftmpl from c.tmpl: whenever c.tmpl changes (control path)
