@@ -462,12 +462,15 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
         }
     }
     e = rte_eth_dev_start(port_id);
-    if (e != 0) {
+    // A memif client's start is its connect: with no server listening yet (or its backlog full on
+    // a loaded machine) it fails, and is tried again as after a disconnect (reconnect()).
+    if (e != 0 && !p->memif_client_) {
         error = where + ": start: " + rte_strerror(-e);
         return nullptr;
     }
-    p->started_ = true;
-    p->next_reconnect_tsc_ = rte_get_timer_cycles() + 5 * rte_get_timer_hz();  // the first handshake's time
+    p->started_ = e == 0;
+    // The first handshake's time, or the next connect attempt's.
+    p->next_reconnect_tsc_ = rte_get_timer_cycles() + (p->started_ ? 5 * rte_get_timer_hz() : rte_get_timer_hz() / 5);
     if (p->watch_link_) p->update_link();  // a peer may have connected before the callback was there
     rte_ether_addr a;
     if (p->driver_ == "net_tap") {

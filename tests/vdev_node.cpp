@@ -326,7 +326,10 @@ int run_send(Link& link, const Options& o) {
     std::deque<std::pair<uint32_t, uint32_t>> outstanding;  // (seq, len), in order
     uint32_t next = 0;
     uint64_t ok = 0, bad = 0, other = 0;
-    while (!link.link_up() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!link.link_up() && Clock::now() < end) {
+        link.receive([&](const uint8_t*, uint32_t) { ++other; });  // a memif client connects while polled
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     say(link.link_up() ? "link up" : "link down");
     // The peer may need this port to exist before it can listen (net_tap creates the interface).
     while (!o.go_file.empty() && access(o.go_file.c_str(), F_OK) != 0 && Clock::now() < end)

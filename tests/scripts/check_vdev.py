@@ -139,6 +139,31 @@ def check_memif(node, kills):
                 srv.p.wait()
 
 
+def check_memif_client_first(node):
+    """A client started before any server listens (its connect fails) connects once one does."""
+    with tempfile.TemporaryDirectory(prefix="hcaemu-memif-") as tmp:
+        sock = os.path.join(tmp, "memif.sock")
+        common = f"socket={sock},socket-abstract=no,bsize=10240"
+        cl = Node([node, "dpdk", "send", "--mtu", "9000", "--count", "300", "--seconds", "60"]
+                  + eal(f"hcaemu-c{os.getpid()}-first", f"net_memif0,role=client,{common}", 1))
+        srv = None
+        try:
+            expect("memif client with no server listening starts (its connect is tried again)",
+                   cl.wait_line("ready") is not None, cl.text())
+            time.sleep(0.5)  # a few failed connects
+            srv = Node([node, "dpdk", "echo", "--mtu", "9000", "--sessions", "1", "--seconds", "60"]
+                       + eal(f"hcaemu-s{os.getpid()}-late", f"net_memif0,role=server,{common}", 0))
+            rc = cl.finish(60)
+            r = cl.result()
+            expect("memif client started first: 300 frames byte-exact both ways once the server listens",
+                   rc == 0 and r.get("bad") == "0" and int(r.get("reconnects") or 0) >= 1, cl.text())
+            expect("memif late server: ends when the client leaves", srv.finish(30) == 0, srv.text())
+        finally:
+            for n in (cl, srv):
+                if n and n.p.poll() is None:
+                    n.finish(0.1)  # kills it, by its PID
+
+
 def check_memif_server_kills(node, kills):
     """The client stays: servers are SIGKILLed mid-traffic, each replaced by a new one."""
     with tempfile.TemporaryDirectory(prefix="hcaemu-memif-") as tmp:
@@ -342,6 +367,7 @@ def main():
         if not a.server_kills_only:
             check_memif(a.node, a.kills)
         check_memif_server_kills(a.node, a.kills)
+        check_memif_client_first(a.node)
     elif a.which == "af_packet":
         check_af_packet(a.node)
     else:
