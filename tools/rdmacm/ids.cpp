@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "tools/rdmacm/rdmacm.hpp"
+#include "tools/verbs/hcaemu_private.hpp"
 
 namespace hcaemu::rdmacm {
 
@@ -24,46 +25,6 @@ bool debug() {
 }
 
 // ---------------------------------------------------------------- conversions
-
-void to_ibv_ah(const AhAttr& a, ibv_ah_attr& o) {
-    o = {};
-    std::memcpy(o.grh.dgid.raw, a.dgid.data(), 16);
-    o.grh.flow_label = a.flow_label;
-    o.grh.sgid_index = a.sgid_index;
-    o.grh.hop_limit = a.hop_limit;
-    o.grh.traffic_class = a.traffic_class;
-    o.sl = a.sl;
-    o.is_global = 1;  // RoCE: always a GRH
-    o.port_num = a.port_num;
-}
-
-void to_ibv_qp_attr(const QpAttr& a, ibv_qp_attr& o) {
-    o = {};
-    o.qp_state = ibv_qp_state(a.qp_state);
-    o.cur_qp_state = ibv_qp_state(a.cur_qp_state);
-    o.path_mtu = ibv_mtu(a.path_mtu);
-    o.qkey = a.qkey;
-    o.rq_psn = a.rq_psn;
-    o.sq_psn = a.sq_psn;
-    o.dest_qp_num = a.dest_qp_num;
-    o.qp_access_flags = a.qp_access_flags;
-    o.cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
-    to_ibv_ah(a.ah_attr, o.ah_attr);
-    to_ibv_ah(a.alt_ah_attr, o.alt_ah_attr);
-    o.pkey_index = a.pkey_index;
-    o.alt_pkey_index = a.alt_pkey_index;
-    o.en_sqd_async_notify = a.en_sqd_async_notify;
-    o.sq_draining = a.sq_draining;
-    o.max_rd_atomic = a.max_rd_atomic;
-    o.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    o.min_rnr_timer = a.min_rnr_timer;
-    o.port_num = a.port_num;
-    o.timeout = a.timeout;
-    o.retry_cnt = a.retry_cnt;
-    o.rnr_retry = a.rnr_retry;
-    o.alt_port_num = a.alt_port_num;
-    o.alt_timeout = a.alt_timeout;
-}
 
 socklen_t addr_len(const sockaddr* a) {
     if (!a) return 0;
@@ -240,7 +201,7 @@ int init_qp_attr(IdState& st, ibv_qp_state state, ibv_qp_attr& attr, int& mask) 
     const Sub s = st.subs.front();
     const int r = with_cm(*s.dev, [&](api::Cm& cm) { return cm.init_qp_attr(s.cm, QpState(uint8_t(state)), a, m); });
     if (r) return err(r);
-    to_ibv_qp_attr(a, attr);
+    hcaemu_verbs_to_ibv_qp_attr(a, attr);
     mask = int(m);
     return 0;
 }
@@ -332,7 +293,7 @@ void copy_conn(EventW& e) {
 void copy_ud(EventW& e) {
     rdma_ud_param& u = e.ev.param.ud;
     copy_private(e, u.private_data, u.private_data_len);
-    to_ibv_ah(e.cm.param.ah, u.ah_attr);
+    hcaemu_verbs_to_ibv_ah(e.cm.param.ah, u.ah_attr);
     u.qp_num = e.cm.param.qp_num;
     u.qkey = e.cm.param.qkey;
 }

@@ -150,8 +150,6 @@ void ack(IdState& st);
 int complete(rdma_cm_id* id);  // ucma_complete: a sync id waits for its event
 
 // Conversions (convert.cpp).
-void to_ibv_qp_attr(const QpAttr& a, ibv_qp_attr& o);
-void to_ibv_ah(const AhAttr& a, ibv_ah_attr& o);
 bool gid_to_sockaddr(const Gid& g, sockaddr_storage& out);
 socklen_t addr_len(const sockaddr* a);  // ucma_addrlen: 0 for a family other than IPv4/IPv6
 bool is_wildcard(const sockaddr* a);

@@ -11,4 +11,7 @@ extern "C" {
 // progress thread, as a post does: a CM call may have queued MADs.
 hcaemu::api::Context* hcaemu_verbs_lock_api(ibv_context* context);
 void hcaemu_verbs_unlock_api(ibv_context* context);
+// The libibverbs structs of hcaemu's attributes, as ibv_query_qp and ibv_query_ah fill them.
+void hcaemu_verbs_to_ibv_qp_attr(const hcaemu::QpAttr& a, ibv_qp_attr& o);
+void hcaemu_verbs_to_ibv_ah(const hcaemu::AhAttr& a, ibv_ah_attr& o);
 }

@@ -322,6 +322,8 @@ void from_ibv_qp_attr(const ibv_qp_attr& a, QpAttr& o) {
     o.rnr_retry = a.rnr_retry;
 }
 
+}  // namespace
+
 void to_ibv_qp_attr(const QpAttr& a, ibv_qp_attr& o) {
     o = ibv_qp_attr{};
     o.qp_state = ibv_qp_state(a.qp_state);
@@ -350,6 +352,8 @@ void to_ibv_qp_attr(const QpAttr& a, ibv_qp_attr& o) {
     o.alt_port_num = a.alt_port_num;
     o.alt_timeout = a.alt_timeout;
 }
+
+namespace {
 
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr& ia) {
     if (ia.qp_type != IBV_QPT_RC && ia.qp_type != IBV_QPT_UC && ia.qp_type != IBV_QPT_UD) {

@@ -191,4 +191,6 @@ void hcaemu_verbs_unlock_api(ibv_context* context) {
     n.mu.unlock();
     n.wake();
 }
+void hcaemu_verbs_to_ibv_qp_attr(const hcaemu::QpAttr& a, ibv_qp_attr& o) { hcaemu::verbs::to_ibv_qp_attr(a, o); }
+void hcaemu_verbs_to_ibv_ah(const hcaemu::AhAttr& a, ibv_ah_attr& o) { hcaemu::verbs::to_ibv(a, o); }
 }

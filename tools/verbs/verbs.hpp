@@ -216,6 +216,7 @@ bool setup_wr_api(QpW& w, uint64_t send_ops_flags, const ibv_qp_cap& cap);
 void free_wr_api(QpW& w);
 // Converters shared by device.cpp and objects.cpp.
 void to_ibv(const AhAttr& a, ibv_ah_attr& o);
+void to_ibv_qp_attr(const QpAttr& a, ibv_qp_attr& o);
 bool from_ibv(const ibv_ah_attr& a, AhAttr& o);
 
 }  // namespace hcaemu::verbs
