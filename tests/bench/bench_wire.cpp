@@ -31,6 +31,7 @@ namespace {
 struct Opts {
     std::string mode, eal;
     uint32_t size = 64;
+    uint32_t mtu = 1500;  // the link MTU: sizes the mbufs as hcaemu's port does
     double seconds = 2.0;
     uint64_t count = 100000;
     uint64_t warmup = 2000;
@@ -52,6 +53,7 @@ bool parse(int argc, char** argv, Opts& o) {
         const char* v = argv[i + 1];
         if (k == "--eal") o.eal = v;
         else if (k == "--size") o.size = uint32_t(std::strtoul(v, nullptr, 10));
+        else if (k == "--mtu") o.mtu = uint32_t(std::strtoul(v, nullptr, 10));
         else if (k == "--seconds") o.seconds = std::strtod(v, nullptr);
         else if (k == "--count") o.count = std::strtoull(v, nullptr, 10);
         else if (k == "--warmup") o.warmup = std::strtoull(v, nullptr, 10);
@@ -61,7 +63,7 @@ bool parse(int argc, char** argv, Opts& o) {
         else return false;
     }
     return (o.mode == "sink" || o.mode == "echo" || o.mode == "send" || o.mode == "ping") && o.size >= 60 &&
-           o.size <= 9018 && o.burst >= 1 && o.burst <= 64;
+           o.mtu >= 68 && o.mtu <= 9000 && o.size <= o.mtu + 18 && o.burst >= 1 && o.burst <= 64;
 }
 
 constexpr uint16_t kPort = 0;
@@ -198,7 +200,7 @@ int main(int argc, char** argv) {
     Opts o;
     if (!parse(argc, argv, o)) {
         std::fprintf(stderr,
-                     "usage: bench_wire sink|echo|send|ping --eal \"EAL ARGS\" [--size 60..9018] [--seconds S] "
+                     "usage: bench_wire sink|echo|send|ping --eal \"EAL ARGS\" [--mtu 68..9000] [--size 60..MTU+18] [--seconds S] "
                      "[--count N] [--warmup N] [--burst 1..64] [--max-seconds S] [--idle-ms MS]\n");
         return 2;
     }
@@ -216,8 +218,10 @@ int main(int argc, char** argv) {
     if (rte_eal_init(int(words.size()), av.data()) < 0) die("rte_eal_init failed");
     g_hz = rte_get_tsc_hz();
     if (rte_eth_dev_count_avail() != 1) die("want exactly one port (a --vdev)");
-    // One mbuf holds a whole frame of up to 9018 bytes (MTU 9000, Ethernet header and a VLAN tag).
-    rte_mempool* pool = rte_pktmbuf_pool_create("wire", 8191, 256, 0, uint16_t(9216 + RTE_PKTMBUF_HEADROOM), 0);
+    // The pool as hcaemu's DpdkPort makes it for this link MTU (one mbuf a frame: MTU + 18, at least
+    // DPDK's default 2048; rings and 2048 more), so that the bound touches as much memory a frame.
+    const uint32_t room = std::max<uint32_t>(o.mtu + 18, RTE_MBUF_DEFAULT_DATAROOM) + RTE_PKTMBUF_HEADROOM;
+    rte_mempool* pool = rte_pktmbuf_pool_create("wire", 1024 + 1024 + 2048, 256, 0, uint16_t(room), 0);
     if (!pool) die("mempool");
     rte_eth_conf conf{};
     if (rte_eth_dev_configure(kPort, 1, 1, &conf) != 0 || rte_eth_rx_queue_setup(kPort, 0, 1024, 0, nullptr, pool) != 0 ||

@@ -52,11 +52,12 @@ def memcpy_gbs(n=64 << 20, rounds=5):
     return best
 
 
-def wire(bench_wire, rx_mode, tx_args, tag):
-    """bench_wire's receiving end (memif server) and sending end (client); both outputs."""
+def wire(bench_wire, rx_mode, tx_args, tag, mtu=1500):
+    """bench_wire's receiving end (memif server) and sending end (client), mbufs as hcaemu's port
+    makes them at link MTU mtu; both outputs."""
     with tempfile.TemporaryDirectory(prefix="hcaemu-wire-") as tmp:
         common = f"socket={os.path.join(tmp, 'm.sock')},socket-abstract=no,bsize=10240"
-        rx = subprocess.Popen([bench_wire, rx_mode, "--max-seconds", "60", "--eal",
+        rx = subprocess.Popen([bench_wire, rx_mode, "--mtu", str(mtu), "--max-seconds", "60", "--eal",
                                f"{EAL} -l 0 --file-prefix=wr{tag} --vdev=net_memif0,role=server,{common}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(100):  # the socket file: the server is listening
@@ -64,7 +65,7 @@ def wire(bench_wire, rx_mode, tx_args, tag):
                 break
             time.sleep(0.05)
         try:
-            tx = subprocess.run([bench_wire] + tx_args + ["--eal",
+            tx = subprocess.run([bench_wire] + tx_args + ["--mtu", str(mtu), "--eal",
                                  f"{EAL} -l 1 --file-prefix=wt{tag} --vdev=net_memif0,role=client,{common}"],
                                 capture_output=True, text=True, timeout=120)
             ro, re_ = rx.communicate(timeout=120)
@@ -76,7 +77,9 @@ def wire(bench_wire, rx_mode, tx_args, tag):
 
 
 def wire_rate(bench_wire, size, tag):
-    ro, _ = wire(bench_wire, "sink", ["send", "--size", str(size), "--seconds", "2"], tag)
+    # hcaemu perf's link MTU for that frame: 1500, or 9000 at RoCE MTU 4096
+    ro, _ = wire(bench_wire, "sink", ["send", "--size", str(size), "--seconds", "2"], tag,
+                 1500 if size <= 1518 else 9000)
     m = [x for x in (SINK.match(l) for l in (ro or "").splitlines()) if x]
     return (float(m[0].group(4)), float(m[0].group(5))) if m else None  # Mpps, GB/s
 
