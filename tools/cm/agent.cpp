@@ -1197,6 +1197,7 @@ void Agent::timeout(Id& c) {
 }
 
 void Agent::poll() {
+    if (next_check_ == UINT64_MAX) return;  // nothing due: no clock read on an idle turn
     const uint64_t now = hca_.now();
     if (now < next_check_) return;
     next_check_ = UINT64_MAX;
