@@ -13,7 +13,7 @@ listening (--peer-port, then it must serve one run per scenario, as `ibv_rc_ping
 a loop does).
 
 usage: probe.py --hcaemu HCAEMU --attach "ATTACH OPTIONS" --peer HOST --out DIR
-                [--server-cmd CMD] [--size N] [--iters N] [--only NAME,...]"""
+                [--server-cmd CMD [--server-wait S]] [--size N] [--iters N] [--only NAME,...]"""
 import argparse
 import json
 import os
@@ -267,7 +267,8 @@ def run_one(a, name, rule, out):
                                    stderr=subprocess.STDOUT, start_new_session=True)
         time.sleep(0.5)
     cli = ([a.hcaemu, "pingpong", "-p", str(port), "-s", str(a.size), "-n", str(a.iters), "-g", str(a.gid), "-c",
-            "--timeout", str(lim.get("timeout", 20))] + shlex.split(a.attach) + ["--pcap", pc, "--inject", rule, a.peer])
+            "--timeout", str(lim.get("timeout", 20))]
+           + shlex.split(a.attach) + ["--pcap", pc, "--inject", rule, a.peer])
     try:
         r = subprocess.run(cli, capture_output=True, text=True, timeout=60)
         rc, err = r.returncode, r.stderr
@@ -279,12 +280,7 @@ def run_one(a, name, rule, out):
         try:
             srv.wait(timeout=lim.get("server_wait", a.server_wait))
         except subprocess.TimeoutExpired:
-            os.killpg(srv.pid, signal.SIGTERM)  # our own child's session: it may stop the peer
-            try:
-                srv.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(srv.pid, signal.SIGKILL)
-                srv.wait()
+            stop_session(srv)
         srv_rc = srv.returncode
         with open(plog, errors="replace") as lf:
             peer_out = [x.rstrip() for x in lf if x.strip()][-8:]
@@ -308,6 +304,39 @@ def run_one(a, name, rule, out):
                 violations=[vd(v) for v in viol if v["src"] != me],
                 ours=[vd(v) for v in viol if v["src"] == me],
                 capture=os.path.basename(pc), ladder=os.path.basename(svg) if os.path.exists(svg) else None)
+
+
+def session_alive(sid):
+    """Whether a process of session `sid` (our server command's, start_new_session) still runs."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(st[3]) == sid and st[0] != "Z":  # session id; not a zombie
+                return True
+    return False
+
+
+def stop_session(srv, grace=30):
+    """SIGTERM to the server command's session, then its end awaited: all of it, not only the shell
+    (a wrapper may stop the peer elsewhere on SIGTERM, and the next scenario must not meet it);
+    SIGKILL after `grace` seconds (guest-server.sh needs up to 25)."""
+    os.killpg(srv.pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        srv.poll()
+        if not session_alive(srv.pid):
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(srv.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    srv.wait()
 
 
 def vd(v):

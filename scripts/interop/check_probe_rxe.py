@@ -58,7 +58,8 @@ def main():
            and r["verdict"] == "ok", r)
     # rxe_resp.c duplicate_request: a duplicate SEND is ACKed again (C9-105).
     r = m["lost_response"]
-    expect("lost_response: rxe ACKs the prober's duplicate", r.get("duplicate_answered") is True and r["verdict"] == "ok", r)
+    expect("lost_response: rxe ACKs the prober's duplicate",
+           r.get("duplicate_answered") is True and r["verdict"] == "ok", r)
     # rxe_comp.c: a NAK sequence error returns COMPST_ERROR_RETRY; the requester resends from
     # comp.psn, the NAK's PSN.
     r = m["nak_retransmit"]
@@ -67,7 +68,8 @@ def main():
     # rxe_qp.c: the timer is 4.096 us << timeout in jiffies (68 ms at 14, HZ 250); stamped at the
     # prober. Nothing of the message was acknowledged: rxe goes back to its first PSN.
     r = m["timeout"]
-    expect("timeout: rxe resends from its oldest unacknowledged PSN after its transport timer (67.1 ms; half at least, as stamped)",
+    expect("timeout: rxe resends from its oldest unacknowledged PSN after its transport timer "
+           "(67.1 ms; half at least, as stamped)",
            r["restart_psn"] == r["oldest_unacked_psn"] is not None and r["retransmission_latency_us"] >= 0.5 * 67108.9
            and r["verdict"] == "ok", r)
     # rxe_comp.c COMPST_RNR_RETRY: the RNR timer is max(usecs_to_jiffies(t), 1) jiffies from now: at
@@ -91,10 +93,12 @@ def main():
     # rxe_comp.c COMPST_ERROR_RETRY: `if (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--`: retry_cnt 7
     # (ibv_rc_pingpong's) never runs out; IBTA allows 7 retries, then RETRY_EXC_ERR.
     r = m["retry_exhaust"]
-    expect("retry_exhaust: rxe retries more than 7 times and still does when the prober gives up (retry_cnt 7 = infinite)",
+    expect("retry_exhaust: rxe retries more than 7 times and still does when the prober gives up "
+           "(retry_cnt 7 = infinite)",
            r.get("retransmissions", 0) > 7 and r.get("still_retrying_at_end") is True and "infinite" in r["verdict"], r)
     expect("retry_exhaust: rxe's pingpong never completed in error (stopped by the harness)",
-           not any("Failed status" in x for x in sc["retry_exhaust"]["peer_output"]), sc["retry_exhaust"]["peer_output"])
+           not any("Failed status" in x for x in sc["retry_exhaust"]["peer_output"]),
+           sc["retry_exhaust"]["peer_output"])
     # rxe_comp.c check_psn: a response PSN past the oldest WQE's last PSN completes a pending SEND
     # (COMPST_COMP_WQE): a ghost ACK acknowledges it, which is then never sent again.
     r = m["ghost_ack"]

@@ -22,7 +22,7 @@ rcf=$res/cases/$name.rxe.rc f=/mnt/host/cases/$name.rxe
 rm -f "$rcf" "$res/cases/$name.rxe.log"
 finish() {  # finish STATUS_IF_NONE: the server's output, then its status
   local i
-  for ((i = 0; i < 100; i++)); do [ -e "$rcf" ] && break; sleep 0.05; done
+  for ((i = 0; i < 300; i++)); do [ -e "$rcf" ] && break; sleep 0.05; done   # 15 s
   cat "$res/cases/$name.rxe.log" 2>/dev/null
   if [ -e "$rcf" ]; then exit "$(cat "$rcf")"; fi
   exit "$1"
@@ -30,6 +30,12 @@ finish() {  # finish STATUS_IF_NONE: the server's output, then its status
 # busybox timeout keeps the tool's pid, so the pid file can stop it
 job 10 "( timeout $tmo $cmd > $f.log 2>&1 & echo \$! > /tmp/$name.pid; wait \$!; echo \$? > $f.rc.tmp; mv $f.rc.tmp $f.rc ) > /dev/null 2>&1 &" ||
   { echo "guest-server.sh: the guest did not take the job"; exit 125; }
-trap 'job 10 "kill \$(cat /tmp/$name.pid) 2>/dev/null"; finish 143' TERM INT
-for ((i = 0; i < (tmo + 10) * 20; i++)); do [ -e "$rcf" ] && finish 124; sleep 0.05; done
+stopped() {
+  job 10 "kill \$(cat /tmp/$name.pid) 2>/dev/null"
+  echo "guest-server.sh: SIGTERM: stopping '$cmd' in the guest"
+  finish 143
+}
+trap stopped TERM INT
+# sleep in the background: the signal ends the wait at once, and no "Terminated" notice for it
+for ((i = 0; i < (tmo + 10) * 20; i++)); do [ -e "$rcf" ] && finish 124; sleep 0.05 & wait $!; done
 finish 124

@@ -206,7 +206,7 @@ cm-rej-rxe_srv               | rej        | rxe    | -C 1                       
 cm-rej-hcaemu_srv            | rej        | hcaemu | -C 1                           |         | 90
 cm-loss5-rping-rxe_srv       | rping      | rxe    | -C 20 -S 1024 -V               | loss 5% | 150
 cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | loss 5% | 150
-probe-rxe_srv                | probe      | rxe    | -s 4096 -n 5                   |         | 300
+probe-rxe_srv                | probe      | rxe    | -s 4096 -n 5                   |         | 120
 '
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }

@@ -50,15 +50,17 @@ def main():
                    ok_exit and not s["violations"] and s["ladder"]
                    and os.path.getsize(os.path.join(out, s["ladder"])) > 1000, s)
         m = {n: s["measurement"] for n, s in sc.items()}
-        expect("lost_request: the peer NAKs the lost PSN", m["lost_request"].get("lost_psn") is not None
-               and m["lost_request"].get("nak_psn") == m["lost_request"].get("lost_psn") and (m["lost_request"].get("nak_latency_us") or -1) >= 0,
-               m["lost_request"])
+        lr = m["lost_request"]
+        expect("lost_request: the peer NAKs the lost PSN", lr.get("lost_psn") is not None
+               and lr.get("nak_psn") == lr.get("lost_psn") and (lr.get("nak_latency_us") or -1) >= 0, lr)
         expect("lost_response: our retransmission answered", m["lost_response"].get("duplicate_answered") is True,
                m["lost_response"])
         expect("nak_retransmit: the peer restarts at the NAK's PSN",
-               m["nak_retransmit"].get("restart_psn") == m["nak_retransmit"].get("answered_psn") is not None, m["nak_retransmit"])
+               m["nak_retransmit"].get("restart_psn") == m["nak_retransmit"].get("answered_psn") is not None,
+               m["nak_retransmit"])
         expect("rnr: the peer waits at least the RNR timer (1280 us)",
-               m["rnr"].get("retransmission_latency_us", 0) >= 1280 and m["rnr"].get("restart_psn") == m["rnr"].get("answered_psn"),
+               m["rnr"].get("retransmission_latency_us", 0) >= 1280
+               and m["rnr"].get("restart_psn") == m["rnr"].get("answered_psn"),
                sc["rnr"])
         # Times are the prober's receive stamps: on a loaded machine the first transmission may be
         # stamped late (seen up to 7 ms here), so only a retransmission far sooner than the timer fails.
@@ -75,7 +77,8 @@ def main():
                and any("retry" in x.lower() for x in sc["retry_exhaust"]["peer_output"]), sc["retry_exhaust"])
         g = m["ghost_ack"]
         expect("ghost_ack: our ACK replaced by a ghost; the peer ignores it and sends the request again",
-               g.get("unacked_request_resent") is True and g.get("ghost_psn") == ((g.get("replaced_ack_psn") or 0) + 4096) & 0xFFFFFF
+               g.get("unacked_request_resent") is True
+               and g.get("ghost_psn") == ((g.get("replaced_ack_psn") or 0) + 4096) & 0xFFFFFF
                and g["verdict"] == "ok: ignored", g)
         for n in ("ghost_ack", "unexpected_opcode"):
             expect(f"{n}: ignored; the forged frame is named as the prober's",
