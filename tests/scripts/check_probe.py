@@ -2,7 +2,8 @@
 """The peer behaviour report (scripts/probe.py, docs/probe.md) against hcaemu's own `hcaemu
 pingpong` server over net_memif: every scenario runs, the report's measurements are the ones the
 spec asks of a peer (the NAK names the lost PSN, the restart is at the NAK's PSN, the RNR timer and
-the transport timer are waited out, a ghost ACK and an unexpected opcode are ignored), the peer
+the transport timer are waited out, retry_cnt 7 means 7 retries, a ghost ACK and an unexpected
+opcode are ignored), the peer
 has no violation, the prober's forged frames are named as its own, and REPORT.md, REPORT.json and
 one ladder SVG per scenario are written.
 
@@ -41,26 +42,44 @@ def main():
             expect("probe: REPORT.json", False, str(e))
             return proclib.report()
         sc = {s["name"]: s for s in rep["scenarios"]}
-        expect("probe: all 8 scenarios", len(sc) == 8, list(sc))
+        expect("probe: all 9 scenarios", len(sc) == 9, list(sc))
         for n, s in sc.items():
+            # retry_exhaust ends in an error on both sides by design (checked below)
+            ok_exit = n == "retry_exhaust" or (s["prober_exit"] == 0 and s["peer_exit"] == 0)
             expect(f"{n}: both ends exit 0, no violation by the peer, a ladder",
-                   s["prober_exit"] == 0 and s["peer_exit"] == 0 and not s["violations"] and s["ladder"]
+                   ok_exit and not s["violations"] and s["ladder"]
                    and os.path.getsize(os.path.join(out, s["ladder"])) > 1000, s)
         m = {n: s["measurement"] for n, s in sc.items()}
-        expect("lost_request: the peer NAKs the lost PSN", m["lost_request"]["lost_psn"] is not None
-               and m["lost_request"]["nak_psn"] == m["lost_request"]["lost_psn"] and m["lost_request"]["nak_latency_us"] >= 0,
-               m["lost_request"])
+        lr = m["lost_request"]
+        expect("lost_request: the peer NAKs the lost PSN", lr.get("lost_psn") is not None
+               and lr.get("nak_psn") == lr.get("lost_psn") and (lr.get("nak_latency_us") or -1) >= 0, lr)
         expect("lost_response: our retransmission answered", m["lost_response"].get("duplicate_answered") is True,
                m["lost_response"])
         expect("nak_retransmit: the peer restarts at the NAK's PSN",
-               m["nak_retransmit"]["restart_psn"] == m["nak_retransmit"]["answered_psn"] is not None, m["nak_retransmit"])
+               m["nak_retransmit"].get("restart_psn") == m["nak_retransmit"].get("answered_psn") is not None,
+               m["nak_retransmit"])
         expect("rnr: the peer waits at least the RNR timer (1280 us)",
-               m["rnr"]["retransmission_latency_us"] >= 1280 and m["rnr"]["restart_psn"] == m["rnr"]["answered_psn"], m["rnr"])
+               m["rnr"].get("retransmission_latency_us", 0) >= 1280
+               and m["rnr"].get("restart_psn") == m["rnr"].get("answered_psn"),
+               sc["rnr"])
         # Times are the prober's receive stamps: on a loaded machine the first transmission may be
         # stamped late (seen up to 7 ms here), so only a retransmission far sooner than the timer fails.
         expect("timeout: the peer retransmits after its transport timer (67108.9 us; half of it at least, as stamped)",
-               m["timeout"]["configured_timeout_us"] == 67108.9
-               and m["timeout"]["retransmission_latency_us"] >= 0.5 * 67108.9, m["timeout"])
+               m["timeout"].get("configured_timeout_us") == 67108.9
+               and m["timeout"].get("retransmission_latency_us", 0) >= 0.5 * 67108.9
+               and m["timeout"].get("restart_psn") == m["timeout"].get("oldest_unacked_psn"), sc["timeout"])
+        # Every ACK withheld: hcaemu retries its SEND retry_cnt (7) times, then completes it with
+        # RETRY_EXC_ERR and its pingpong fails; the prober gives up after 4 s without a completion.
+        r = m["retry_exhaust"]
+        expect("retry_exhaust: the peer retries exactly 7 times, then stops (its pingpong fails)",
+               r.get("retransmissions") == 7 and r.get("still_retrying_at_end") is False and r["verdict"] == "ok"
+               and sc["retry_exhaust"]["peer_exit"] not in (0, None) and sc["retry_exhaust"]["prober_exit"] != 0
+               and any("retry" in x.lower() for x in sc["retry_exhaust"]["peer_output"]), sc["retry_exhaust"])
+        g = m["ghost_ack"]
+        expect("ghost_ack: our ACK replaced by a ghost; the peer ignores it and sends the request again",
+               g.get("unacked_request_resent") is True
+               and g.get("ghost_psn") == ((g.get("replaced_ack_psn") or 0) + 4096) & 0xFFFFFF
+               and g["verdict"] == "ok: ignored", g)
         for n in ("ghost_ack", "unexpected_opcode"):
             expect(f"{n}: ignored; the forged frame is named as the prober's",
                    m[n]["peer_naks"] == 0 and m[n]["forged_frames"] == 1 and len(sc[n]["ours"]) == 1, sc[n])
