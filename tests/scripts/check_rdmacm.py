@@ -15,7 +15,9 @@ programs.
   (the server disconnects, the client's wait for its DISCONNECTED events ends); a connect to a port
   nobody listens on (RDMA_CM_EVENT_REJECTED, error 8: IBTA's invalid service ID); `udaddy` (UD by
   SIDR); `rdma_server` / `rdma_client` (rdma_create_ep, rdma_get_request, the rdma_verbs.h
-  helpers); perftest's `ib_send_bw -R`, `ib_write_bw -R`, `ib_read_lat -R` (their result rows).
+  helpers); perftest's `ib_send_bw -R`, `ib_write_bw -R`, `ib_read_lat -R` (their result rows);
+  `perftest_rej`: perftest -R's client REJected at its first and at its second connection exits 1
+  with its own messages, no signal (the second: the SIGBUS of a stale id, case_perftest_rej).
 - `rdma_core`: rdma-core's test_rdmacm.py and test_addr.py (../shared/rdma-core-tests, unmodified)
   on an hcaemud, our librdmacm first: nothing fails; the skips and their reasons are listed.
 
@@ -43,6 +45,7 @@ IMPORTERS = ["/usr/bin/rping", "/usr/bin/udaddy", "/usr/bin/ucmatose", "/usr/bin
              "/usr/lib/python3/dist-packages/pyverbs/cmid.cpython-311-x86_64-linux-gnu.so",
              "/usr/lib/python3/dist-packages/pyverbs/device.cpython-311-x86_64-linux-gnu.so"]
 LIB = [None]  # our librdmacm.so.1
+SLOW_LISTEN = [None]  # tests/rdmacm_slow_listen.cpp, built
 
 
 def dynsyms(path, imported=False):
@@ -230,6 +233,55 @@ def case_perftest(mode, ends, sip, prog, size, iters):
                (rc, out, err))
 
 
+def case_perftest_rej(mode, ends, sip, prog, exec_cmd=None):
+    """perftest -R's client REJected (reason 8: nobody listening), at its first rdma_cm connection
+    (the out-of-band one) and at its second (the data QP's: the server's second rdma_listen made late
+    by rdmacm_slow_listen, preloaded into the server only): the unmodified client exits 1 with its
+    own messages, killed by no signal. perftest 4.5-0.17 then retries with ids read from the `nodes`
+    array it has just freed (fixed upstream in perftest 3d9d8d0): before the library checked ids,
+    rdma_resolve_addr dereferenced those bytes (a sockaddr_in) and the client died of SIGBUS."""
+    (senv, _), (cenv, _) = ends
+    tag = f"[{mode}] " + ("hcaemu exec -- " if exec_cmd else "") + f"{prog} -R client"
+    port, other = str(free_port()), str(free_port())
+    ccmd = [prog, "-R", "-d", "hcaemu0", "-p", port, "-s", "4096", "-n", "20", sip]
+    cmd, env = exec_cmd("client", ccmd) if exec_cmd else (ccmd, cenv)
+    scmd = ["rping", "-s", "-a", sip, "-p", other, "-C", "1"]  # the peer's HCA runs, nobody on `port`
+    ps = start_server(*(exec_cmd("server", scmd) if exec_cmd else (scmd, senv)))
+    try:
+        rc, out, err = run(cmd, env, 60)
+    finally:
+        ps.kill()  # our own child, by its handle
+        finish(ps, 10)
+    expect(f"{tag} to port {port} where nobody listens: exit 1, 'Unexpected CM event bl blka 8' (REJECTED), "
+           "'Unable to init the socket connection'", rc == 1 and "Unexpected CM event bl blka 8" in err
+           and "Unable to init the socket connection" in err, (rc, out, err))
+
+    port = str(free_port())
+    scmd = [prog, "-R", "-d", "hcaemu0", "-p", port, "-s", "4096", "-n", "20"]
+    ccmd = scmd + [sip]
+    if exec_cmd:
+        scmd, senv = exec_cmd("server", scmd)
+        cmd, env = exec_cmd("client", ccmd)
+    else:
+        cmd, env = ccmd, cenv
+    senv = dict(senv, HCAEMU_TEST_SLOW_LISTEN="2:6",
+                LD_PRELOAD=" ".join(filter(None, [senv.get("LD_PRELOAD"), SLOW_LISTEN[0]])))
+    ps = start_server(scmd, senv)
+    try:
+        for _ in range(10):  # a first connection REJected: the server was not listening yet
+            rc, out, err = run(cmd, env, 60)
+            if "Unable to init the socket connection" not in err or ps.poll() is not None:
+                break
+            time.sleep(1)
+    finally:
+        ps.kill()
+        sr = finish(ps, 10)
+    expect(f"{tag}, its second connection REJected (the server's second rdma_listen 6 s late): exit 1, "
+           "no signal, 'Event: RDMA_CM_EVENT_REJECTED; error: 8.', 'Failed to create RDMA CM connection'",
+           rc == 1 and "Event: RDMA_CM_EVENT_REJECTED; error: 8." in err
+           and "Failed to create RDMA CM connection with resources." in err, (rc, out, err, sr))
+
+
 def matrix(mode, ends, sip, exec_cmd=None, only=""):
     cases = [("rping", lambda: case_rping(mode, ends, sip, exec_cmd)),
              ("ucmatose", lambda: case_ucmatose(mode, ends, sip)),
@@ -238,7 +290,11 @@ def matrix(mode, ends, sip, exec_cmd=None, only=""):
              ("rdma_server", lambda: case_rdma_server(mode, ends, sip)),
              ("ib_send_bw", lambda: case_perftest(mode, ends, sip, "ib_send_bw", 4096, 200)),
              ("ib_write_bw", lambda: case_perftest(mode, ends, sip, "ib_write_bw", 65536, 200)),
-             ("ib_read_lat", lambda: case_perftest(mode, ends, sip, "ib_read_lat", 64, 200))]
+             ("ib_read_lat", lambda: case_perftest(mode, ends, sip, "ib_read_lat", 64, 200)),
+             ("perftest_rej", lambda: case_perftest_rej(mode, ends, sip, "ib_write_bw", exec_cmd))]
+    if exec_cmd:
+        cases += [("perftest_rej_send", lambda: case_perftest_rej(mode, ends, sip, "ib_send_bw", exec_cmd)),
+                  ("perftest_rej_read", lambda: case_perftest_rej(mode, ends, sip, "ib_read_lat", exec_cmd))]
     for name, fn in cases:
         if any(o in name for o in only.split(",")):
             fn()
@@ -342,9 +398,11 @@ def main():
     ap.add_argument("--hcaemud", required=True)
     ap.add_argument("--rdma-core-tests", default="")
     ap.add_argument("--part", default="abi,two,local,rdma_core")
+    ap.add_argument("--slow-listen", required=True, help="librdmacm_slow_listen.so (perftest_rej)")
     ap.add_argument("--only", default="", help="the cases whose name contains one of these (comma-separated)")
     a = ap.parse_args()
     LIB[0] = os.path.abspath(a.rdmacm)
+    SLOW_LISTEN[0] = os.path.abspath(a.slow_listen)
     cv.setup_env(a.libdir)
     cv.BASE_ENV["LD_LIBRARY_PATH"] = f"{os.path.abspath(a.libdir)}:{os.path.dirname(LIB[0])}"
     parts = a.part.split(",")
