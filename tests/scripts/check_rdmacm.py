@@ -46,6 +46,7 @@ IMPORTERS = ["/usr/bin/rping", "/usr/bin/udaddy", "/usr/bin/ucmatose", "/usr/bin
              "/usr/lib/python3/dist-packages/pyverbs/device.cpython-311-x86_64-linux-gnu.so"]
 LIB = [None]  # our librdmacm.so.1
 SLOW_LISTEN = [None]  # tests/rdmacm_slow_listen.cpp, built
+HCAEMU = [None]
 
 
 def dynsyms(path, imported=False):
@@ -282,6 +283,68 @@ def case_perftest_rej(mode, ends, sip, prog, exec_cmd=None):
            and "Failed to create RDMA CM connection with resources." in err, (rc, out, err, sr))
 
 
+def case_hcaemu_perf(mode, ends, sip, prog, size, iters, exec_cmd=None):
+    """`hcaemu perf -R` (rdma_cm for the exchange and the test's QPs, as perftest's -R) against
+    itself and, with a local pair, against Debian's unmodified perftest -R through `hcaemu exec`,
+    each as server and as client: both exit 0 and print perftest's result row (size, iterations,
+    a figure above 0); the side of read_lat that only answers prints none."""
+    test = prog[3:]  # ib_write_bw -> write_bw
+    (senv, _), (cenv, _) = ends
+    pairs = [("hcaemu", "hcaemu")] + ([("hcaemu", "debian"), ("debian", "hcaemu")] if exec_cmd else [])
+    for skind, ckind in pairs:
+        port = str(free_port())
+        cmds = {}
+        for role in ("server", "client"):
+            kind = skind if role == "server" else ckind
+            # both hcaemu: --check, the bytes that arrived compared with the pattern sent
+            tail = ["-s", str(size), "-n", str(iters)] + (["--check"] if skind == ckind else []) + \
+                ([sip] if role == "client" else [])
+            if kind == "debian":
+                cmds[role] = exec_cmd(role, [prog, "-R", "-d", "hcaemu0", "-p", port] + tail)
+            elif exec_cmd:  # a local HCA of its own on the net_memif pair
+                cmd, env = exec_cmd(role, ["true"])
+                i = cmd.index("--")  # hcaemu exec --ip .. --mac .. --eal .. -- true
+                cmds[role] = ([HCAEMU[0], "perf", test, "-R", "-p", port, "--oob-timeout", "30"] + cmd[2:i] + tail, env)
+            else:
+                env = senv if role == "server" else cenv
+                cmds[role] = ([HCAEMU[0], "perf", test, "-R", "-p", port, "--oob-timeout", "30",
+                               "--device", env["HCAEMU_DEVICE"]] + tail, env)
+        (src, sout, serr), (crc, cout, cerr) = cm_pair(prog, cmds["server"][0], cmds["server"][1],
+                                                       cmds["client"][0], cmds["client"][1])
+        for who, kind, rc, out, err in (("server", skind, src, sout, serr), ("client", ckind, crc, cout, cerr)):
+            rows = cv.table(out)
+            quiet = who == "server" and cv.passive(prog, [])
+            name = "hcaemu perf " + test + " -R" if kind == "hcaemu" else prog + " -R (hcaemu exec)"
+            expect(f"[{mode}] {skind} server, {ckind} client, {prog[3:]} -s {size} -n {iters}: {who} ({name}) exit 0"
+                   + ("" if quiet else f", one row of {size} B x {iters} iterations"),
+                   rc == 0 and (quiet or (len(rows) == 1 and rows[0][:2] == (size, iters) and rows[0][2] > 0)),
+                   (rc, out, err))
+        if skind == ckind:  # the side the data reached: WRITE and SEND the server, READ the client
+            out = cout if prog == "ib_read_lat" else sout
+            expect(f"[{mode}] hcaemu perf {test} -R --check: 'data check: ok' where the data landed",
+                   "data check: ok" in out and "FAILED" not in sout + cout, (sout, cout))
+
+
+def case_hcaemu_perf_rej(mode, ends, sip, exec_cmd):
+    """`hcaemu perf -R` as client of a port nobody listens on: it connects again while the REJ says
+    so (reason 8: a perftest server may not listen yet), then gives up at --oob-timeout: exit 1."""
+    port, other = str(free_port()), str(free_port())
+    ps = start_server(*exec_cmd("server", ["rping", "-s", "-a", sip, "-p", other, "-C", "1"]))
+    try:
+        cmd, env = exec_cmd("client", ["true"])
+        i = cmd.index("--")
+        t0 = time.time()
+        rc, out, err = run([HCAEMU[0], "perf", "write_bw", "-R", "-p", port, "--oob-timeout", "2"] + cmd[2:i] + [sip],
+                           env, 60)
+        took = time.time() - t0
+    finally:
+        ps.kill()  # our own child, by its handle
+        finish(ps, 10)
+    expect(f"[{mode}] hcaemu perf write_bw -R to port {port} where nobody listens: REJ 8 again and again, "
+           f"exit 1 after --oob-timeout 2 (took {took:.1f} s)",
+           rc == 1 and "rdma_cm: rdma_connect: rejected, reason 8" in err and 2 <= took < 15, (rc, out, err))
+
+
 def matrix(mode, ends, sip, exec_cmd=None, only=""):
     cases = [("rping", lambda: case_rping(mode, ends, sip, exec_cmd)),
              ("ucmatose", lambda: case_ucmatose(mode, ends, sip)),
@@ -291,9 +354,13 @@ def matrix(mode, ends, sip, exec_cmd=None, only=""):
              ("ib_send_bw", lambda: case_perftest(mode, ends, sip, "ib_send_bw", 4096, 200)),
              ("ib_write_bw", lambda: case_perftest(mode, ends, sip, "ib_write_bw", 65536, 200)),
              ("ib_read_lat", lambda: case_perftest(mode, ends, sip, "ib_read_lat", 64, 200)),
-             ("perftest_rej", lambda: case_perftest_rej(mode, ends, sip, "ib_write_bw", exec_cmd))]
+             ("perftest_rej", lambda: case_perftest_rej(mode, ends, sip, "ib_write_bw", exec_cmd)),
+             ("hcaemu_perf_write_bw", lambda: case_hcaemu_perf(mode, ends, sip, "ib_write_bw", 65536, 200, exec_cmd)),
+             ("hcaemu_perf_send_bw", lambda: case_hcaemu_perf(mode, ends, sip, "ib_send_bw", 4096, 200, exec_cmd)),
+             ("hcaemu_perf_read_lat", lambda: case_hcaemu_perf(mode, ends, sip, "ib_read_lat", 64, 200, exec_cmd))]
     if exec_cmd:
-        cases += [("perftest_rej_send", lambda: case_perftest_rej(mode, ends, sip, "ib_send_bw", exec_cmd)),
+        cases += [("hcaemu_perf_rej", lambda: case_hcaemu_perf_rej(mode, ends, sip, exec_cmd)),
+                  ("perftest_rej_send", lambda: case_perftest_rej(mode, ends, sip, "ib_send_bw", exec_cmd)),
                   ("perftest_rej_read", lambda: case_perftest_rej(mode, ends, sip, "ib_read_lat", exec_cmd))]
     for name, fn in cases:
         if any(o in name for o in only.split(",")):
@@ -403,6 +470,7 @@ def main():
     a = ap.parse_args()
     LIB[0] = os.path.abspath(a.rdmacm)
     SLOW_LISTEN[0] = os.path.abspath(a.slow_listen)
+    HCAEMU[0] = os.path.abspath(a.hcaemu)
     cv.setup_env(a.libdir)
     cv.BASE_ENV["LD_LIBRARY_PATH"] = f"{os.path.abspath(a.libdir)}:{os.path.dirname(LIB[0])}"
     parts = a.part.split(",")
