@@ -8,6 +8,9 @@
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
+// -R (perftest's -R, with its -z): the same messages, each one SEND on an rdma_cm-connected RC QP
+// (CmStream), the QP information as perftest's 56-byte struct pingpong_dest, no "done"; after
+// the MTU a barrier, the test's QPs connected by rdma_cm, a barrier (create_rdma_cm_connection).
 // -D (perftest 6.06, as rxe ran it against itself in the interop guest): the exchange is the one
 // of -n (one-sided BW: the client's results go to the server, which prints them; send BW, write and
 // send latency: each side prints its own row); each side times itself from the start of its loop
