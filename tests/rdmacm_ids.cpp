@@ -383,6 +383,47 @@ TEST_CASE("rdmacm: the channel fd is readable only with an event queued; non-blo
     rdma_destroy_event_channel(ch);
 }
 
+// perftest 4.5-0.17's client, its data connection REJected, retries with the ids of a `nodes` array
+// it has freed and destroys its channel twice (check_rdmacm.py, perftest_rej): such pointers are
+// EINVAL, counted, never dereferenced.
+TEST_CASE("rdmacm: a freed id or channel, or bytes that are none, fail with EINVAL and are counted") {
+    fx();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    REQUIRE(ch);
+    rdma_cm_id* id = nullptr;
+    REQUIRE(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_destroy_id(id) == 0);
+    const uint64_t before = rdmacm::core().stale_handles.load();
+    sockaddr_in dst = addr4("198.18.0.2", 7000);
+    // What perftest read as an id: a sockaddr_in's bytes (198.18.7.1:40003), not a canonical address.
+    auto* junk = reinterpret_cast<rdma_cm_id*>(uintptr_t(0x010712c6439c0002ULL));
+    for (rdma_cm_id* bad : {id, junk}) {
+        errno = 0;
+        CHECK(rdma_resolve_addr(bad, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == -1);
+        CHECK(errno == EINVAL);
+        errno = 0;
+        CHECK(rdma_destroy_id(bad) == -1);
+        CHECK(errno == EINVAL);
+        errno = 0;
+        CHECK(rdma_connect(bad, nullptr) == -1);
+        CHECK(errno == EINVAL);
+        CHECK(rdma_get_src_port(bad) == 0);
+        rdma_destroy_qp(bad);  // void: nothing happens
+    }
+    rdma_destroy_event_channel(ch);
+    rdma_destroy_event_channel(ch);  // twice: the second is ignored
+    rdma_cm_event* ev = nullptr;
+    errno = 0;
+    CHECK(rdma_get_cm_event(ch, &ev) == -1);
+    CHECK(errno == EINVAL);
+    rdma_cm_id* on_freed = nullptr;
+    errno = 0;
+    CHECK(rdma_create_id(ch, &on_freed, nullptr, RDMA_PS_TCP) == -1);
+    CHECK(errno == EINVAL);
+    CHECK(on_freed == nullptr);
+    CHECK(rdmacm::core().stale_handles.load() - before == 13);
+}
+
 TEST_CASE("rdmacm: connect, accept, establish and disconnect route to both ids with private data") {
     fx();
     rdma_event_channel* sch = rdma_create_event_channel();

@@ -59,6 +59,45 @@ TEST_CASE("perftest's 108-byte QP information, byte for byte", "[oob]") {
     CHECK(std::vector<uint8_t>(again.begin(), again.end()) == msg);
 }
 
+// perftest -R: struct pingpong_dest as rdma_write_keys sends it (big-endian integers, 4 bytes of
+// padding before vaddr, srqn and gid_index last).
+TEST_CASE("perftest -R's 56-byte QP information, byte for byte", "[oob]") {
+    std::array<uint8_t, kPerftestCmDestLen> msg{};
+    const uint8_t head[] = {0, 0, 0, 0,   0, 0, 0, 1,   0, 0, 0, 0x1d,   0, 0xfe, 0x9c, 0xb6,  0, 0, 0x0e, 0x69,
+                            0xAA, 0xBB, 0xCC, 0xDD,  // padding: whatever perftest's stack held
+                            0, 0, 0x56, 0x13, 0x4b, 0x7d, 0xc0, 0};
+    std::memcpy(msg.data(), head, sizeof head);
+    const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 3};
+    std::memcpy(msg.data() + 32, gid, 16);
+    msg[51] = 7;  // srqn
+    msg[55] = 1;  // gid_index
+    PerftestQpInfo q;
+    REQUIRE(parse_cm(msg, q) == OobError::ok);
+    CHECK(q.lid == 0);
+    CHECK(q.out_reads == 1);
+    CHECK(q.qpn == 0x1d);
+    CHECK(q.psn == 0xfe9cb6);
+    CHECK(q.rkey == 0xe69);
+    CHECK(q.vaddr == 0x56134b7dc000ull);
+    CHECK(q.gid[10] == 0xff);
+    CHECK(q.gid[15] == 3);
+    CHECK(q.srqn == 7);
+    auto again = format_cm(q);
+    // ours: zero padding and gid_index
+    auto want = msg;
+    std::memset(want.data() + 20, 0, 4);
+    want[55] = 0;
+    CHECK(again == want);
+    PerftestQpInfo keep = q;
+    CHECK(parse_cm(std::span<const uint8_t>(msg.data(), 55), q) == OobError::bad_length);
+    msg[8] = 1;  // QPN 0x0100001d: above 24 bits
+    CHECK(parse_cm(msg, q) == OobError::bad_value);
+    msg[8] = 0;
+    msg[12] = 1;  // PSN 0x01fe9cb6: above 24 bits
+    CHECK(parse_cm(msg, q) == OobError::bad_value);
+    CHECK(q == keep);
+}
+
 TEST_CASE("hostile or malformed messages get a typed error and change nothing", "[oob]") {
     const auto good = bytes("0000:00001c:df63e0:00000000000000000000ffffc6120003");
     PingpongDest d;

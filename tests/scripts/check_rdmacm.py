@@ -15,7 +15,9 @@ programs.
   (the server disconnects, the client's wait for its DISCONNECTED events ends); a connect to a port
   nobody listens on (RDMA_CM_EVENT_REJECTED, error 8: IBTA's invalid service ID); `udaddy` (UD by
   SIDR); `rdma_server` / `rdma_client` (rdma_create_ep, rdma_get_request, the rdma_verbs.h
-  helpers); perftest's `ib_send_bw -R`, `ib_write_bw -R`, `ib_read_lat -R` (their result rows).
+  helpers); perftest's `ib_send_bw -R`, `ib_write_bw -R`, `ib_read_lat -R` (their result rows);
+  `perftest_rej`: perftest -R's client REJected at its first and at its second connection exits 1
+  with its own messages, no signal (the second: the SIGBUS of a stale id, case_perftest_rej).
 - `rdma_core`: rdma-core's test_rdmacm.py and test_addr.py (../shared/rdma-core-tests, unmodified)
   on an hcaemud, our librdmacm first: nothing fails; the skips and their reasons are listed.
 
@@ -43,6 +45,8 @@ IMPORTERS = ["/usr/bin/rping", "/usr/bin/udaddy", "/usr/bin/ucmatose", "/usr/bin
              "/usr/lib/python3/dist-packages/pyverbs/cmid.cpython-311-x86_64-linux-gnu.so",
              "/usr/lib/python3/dist-packages/pyverbs/device.cpython-311-x86_64-linux-gnu.so"]
 LIB = [None]  # our librdmacm.so.1
+SLOW_LISTEN = [None]  # tests/rdmacm_slow_listen.cpp, built
+HCAEMU = [None]
 
 
 def dynsyms(path, imported=False):
@@ -230,6 +234,117 @@ def case_perftest(mode, ends, sip, prog, size, iters):
                (rc, out, err))
 
 
+def case_perftest_rej(mode, ends, sip, prog, exec_cmd=None):
+    """perftest -R's client REJected (reason 8: nobody listening), at its first rdma_cm connection
+    (the out-of-band one) and at its second (the data QP's: the server's second rdma_listen made late
+    by rdmacm_slow_listen, preloaded into the server only): the unmodified client exits 1 with its
+    own messages, killed by no signal. perftest 4.5-0.17 then retries with ids read from the `nodes`
+    array it has just freed (fixed upstream in perftest 3d9d8d0): before the library checked ids,
+    rdma_resolve_addr dereferenced those bytes (a sockaddr_in) and the client died of SIGBUS."""
+    (senv, _), (cenv, _) = ends
+    tag = f"[{mode}] " + ("hcaemu exec -- " if exec_cmd else "") + f"{prog} -R client"
+    port, other = str(free_port()), str(free_port())
+    ccmd = [prog, "-R", "-d", "hcaemu0", "-p", port, "-s", "4096", "-n", "20", sip]
+    cmd, env = exec_cmd("client", ccmd) if exec_cmd else (ccmd, cenv)
+    scmd = ["rping", "-s", "-a", sip, "-p", other, "-C", "1"]  # the peer's HCA runs, nobody on `port`
+    ps = start_server(*(exec_cmd("server", scmd) if exec_cmd else (scmd, senv)))
+    try:
+        rc, out, err = run(cmd, env, 60)
+    finally:
+        ps.kill()  # our own child, by its handle
+        finish(ps, 10)
+    expect(f"{tag} to port {port} where nobody listens: exit 1, 'Unexpected CM event bl blka 8' (REJECTED), "
+           "'Unable to init the socket connection'", rc == 1 and "Unexpected CM event bl blka 8" in err
+           and "Unable to init the socket connection" in err, (rc, out, err))
+
+    port = str(free_port())
+    scmd = [prog, "-R", "-d", "hcaemu0", "-p", port, "-s", "4096", "-n", "20"]
+    ccmd = scmd + [sip]
+    if exec_cmd:
+        scmd, senv = exec_cmd("server", scmd)
+        cmd, env = exec_cmd("client", ccmd)
+    else:
+        cmd, env = ccmd, cenv
+    senv = dict(senv, HCAEMU_TEST_SLOW_LISTEN="2:6",
+                LD_PRELOAD=" ".join(filter(None, [senv.get("LD_PRELOAD"), SLOW_LISTEN[0]])))
+    ps = start_server(scmd, senv)
+    try:
+        for _ in range(10):  # a first connection REJected: the server was not listening yet
+            rc, out, err = run(cmd, env, 60)
+            if "Unable to init the socket connection" not in err or ps.poll() is not None:
+                break
+            time.sleep(1)
+    finally:
+        ps.kill()
+        sr = finish(ps, 10)
+    expect(f"{tag}, its second connection REJected (the server's second rdma_listen 6 s late): exit 1, "
+           "no signal, 'Event: RDMA_CM_EVENT_REJECTED; error: 8.', 'Failed to create RDMA CM connection'",
+           rc == 1 and "Event: RDMA_CM_EVENT_REJECTED; error: 8." in err
+           and "Failed to create RDMA CM connection with resources." in err, (rc, out, err, sr))
+
+
+def case_hcaemu_perf(mode, ends, sip, prog, size, iters, exec_cmd=None):
+    """`hcaemu perf -R` (rdma_cm for the exchange and the test's QPs, as perftest's -R) against
+    itself and, with a local pair, against Debian's unmodified perftest -R through `hcaemu exec`,
+    each as server and as client: both exit 0 and print perftest's result row (size, iterations,
+    a figure above 0); the side of read_lat that only answers prints none."""
+    test = prog[3:]  # ib_write_bw -> write_bw
+    (senv, _), (cenv, _) = ends
+    pairs = [("hcaemu", "hcaemu")] + ([("hcaemu", "debian"), ("debian", "hcaemu")] if exec_cmd else [])
+    for skind, ckind in pairs:
+        port = str(free_port())
+        cmds = {}
+        for role in ("server", "client"):
+            kind = skind if role == "server" else ckind
+            # both hcaemu: --check, the bytes that arrived compared with the pattern sent
+            tail = ["-s", str(size), "-n", str(iters)] + (["--check"] if skind == ckind else []) + \
+                ([sip] if role == "client" else [])
+            if kind == "debian":
+                cmds[role] = exec_cmd(role, [prog, "-R", "-d", "hcaemu0", "-p", port] + tail)
+            elif exec_cmd:  # a local HCA of its own on the net_memif pair
+                cmd, env = exec_cmd(role, ["true"])
+                i = cmd.index("--")  # hcaemu exec --ip .. --mac .. --eal .. -- true
+                cmds[role] = ([HCAEMU[0], "perf", test, "-R", "-p", port, "--oob-timeout", "30"] + cmd[2:i] + tail, env)
+            else:
+                env = senv if role == "server" else cenv
+                cmds[role] = ([HCAEMU[0], "perf", test, "-R", "-p", port, "--oob-timeout", "30",
+                               "--device", env["HCAEMU_DEVICE"]] + tail, env)
+        (src, sout, serr), (crc, cout, cerr) = cm_pair(prog, cmds["server"][0], cmds["server"][1],
+                                                       cmds["client"][0], cmds["client"][1])
+        for who, kind, rc, out, err in (("server", skind, src, sout, serr), ("client", ckind, crc, cout, cerr)):
+            rows = cv.table(out)
+            quiet = who == "server" and cv.passive(prog, [])
+            name = "hcaemu perf " + test + " -R" if kind == "hcaemu" else prog + " -R (hcaemu exec)"
+            expect(f"[{mode}] {skind} server, {ckind} client, {prog[3:]} -s {size} -n {iters}: {who} ({name}) exit 0"
+                   + ("" if quiet else f", one row of {size} B x {iters} iterations"),
+                   rc == 0 and (quiet or (len(rows) == 1 and rows[0][:2] == (size, iters) and rows[0][2] > 0)),
+                   (rc, out, err))
+        if skind == ckind:  # the side the data reached: WRITE and SEND the server, READ the client
+            out = cout if prog == "ib_read_lat" else sout
+            expect(f"[{mode}] hcaemu perf {test} -R --check: 'data check: ok' where the data landed",
+                   "data check: ok" in out and "FAILED" not in sout + cout, (sout, cout))
+
+
+def case_hcaemu_perf_rej(mode, ends, sip, exec_cmd):
+    """`hcaemu perf -R` as client of a port nobody listens on: it connects again while the REJ says
+    so (reason 8: a perftest server may not listen yet), then gives up at --oob-timeout: exit 1."""
+    port, other = str(free_port()), str(free_port())
+    ps = start_server(*exec_cmd("server", ["rping", "-s", "-a", sip, "-p", other, "-C", "1"]))
+    try:
+        cmd, env = exec_cmd("client", ["true"])
+        i = cmd.index("--")
+        t0 = time.time()
+        rc, out, err = run([HCAEMU[0], "perf", "write_bw", "-R", "-p", port, "--oob-timeout", "2"] + cmd[2:i] + [sip],
+                           env, 60)
+        took = time.time() - t0
+    finally:
+        ps.kill()  # our own child, by its handle
+        finish(ps, 10)
+    expect(f"[{mode}] hcaemu perf write_bw -R to port {port} where nobody listens: REJ 8 again and again, "
+           f"exit 1 after --oob-timeout 2 (took {took:.1f} s)",
+           rc == 1 and "rdma_cm: rdma_connect: rejected, reason 8" in err and 2 <= took < 15, (rc, out, err))
+
+
 def matrix(mode, ends, sip, exec_cmd=None, only=""):
     cases = [("rping", lambda: case_rping(mode, ends, sip, exec_cmd)),
              ("ucmatose", lambda: case_ucmatose(mode, ends, sip)),
@@ -238,7 +353,15 @@ def matrix(mode, ends, sip, exec_cmd=None, only=""):
              ("rdma_server", lambda: case_rdma_server(mode, ends, sip)),
              ("ib_send_bw", lambda: case_perftest(mode, ends, sip, "ib_send_bw", 4096, 200)),
              ("ib_write_bw", lambda: case_perftest(mode, ends, sip, "ib_write_bw", 65536, 200)),
-             ("ib_read_lat", lambda: case_perftest(mode, ends, sip, "ib_read_lat", 64, 200))]
+             ("ib_read_lat", lambda: case_perftest(mode, ends, sip, "ib_read_lat", 64, 200)),
+             ("perftest_rej", lambda: case_perftest_rej(mode, ends, sip, "ib_write_bw", exec_cmd)),
+             ("hcaemu_perf_write_bw", lambda: case_hcaemu_perf(mode, ends, sip, "ib_write_bw", 65536, 200, exec_cmd)),
+             ("hcaemu_perf_send_bw", lambda: case_hcaemu_perf(mode, ends, sip, "ib_send_bw", 4096, 200, exec_cmd)),
+             ("hcaemu_perf_read_lat", lambda: case_hcaemu_perf(mode, ends, sip, "ib_read_lat", 64, 200, exec_cmd))]
+    if exec_cmd:
+        cases += [("hcaemu_perf_rej", lambda: case_hcaemu_perf_rej(mode, ends, sip, exec_cmd)),
+                  ("perftest_rej_send", lambda: case_perftest_rej(mode, ends, sip, "ib_send_bw", exec_cmd)),
+                  ("perftest_rej_read", lambda: case_perftest_rej(mode, ends, sip, "ib_read_lat", exec_cmd))]
     for name, fn in cases:
         if any(o in name for o in only.split(",")):
             fn()
@@ -342,9 +465,12 @@ def main():
     ap.add_argument("--hcaemud", required=True)
     ap.add_argument("--rdma-core-tests", default="")
     ap.add_argument("--part", default="abi,two,local,rdma_core")
+    ap.add_argument("--slow-listen", required=True, help="librdmacm_slow_listen.so (perftest_rej)")
     ap.add_argument("--only", default="", help="the cases whose name contains one of these (comma-separated)")
     a = ap.parse_args()
     LIB[0] = os.path.abspath(a.rdmacm)
+    SLOW_LISTEN[0] = os.path.abspath(a.slow_listen)
+    HCAEMU[0] = os.path.abspath(a.hcaemu)
     cv.setup_env(a.libdir)
     cv.BASE_ENV["LD_LIBRARY_PATH"] = f"{os.path.abspath(a.libdir)}:{os.path.dirname(LIB[0])}"
     parts = a.part.split(",")

@@ -7,6 +7,7 @@
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemu/cli.hpp"
 #include "tools/libhcaemu/api.hpp"
+#include "tools/hcaemu/cm_link.hpp"
 #include "tools/hcaemu/oob_tcp.hpp"
 #include "tools/hcaemu/perf.hpp"
 #include "tools/hcaemu/stop.hpp"
@@ -29,6 +30,55 @@ void print_stats(api::Context& ctx, const perf::Env& env) {
     group("daemon", st.daemon);
     std::fprintf(stderr, "perf.%-28s %llu\n", "max_turn_gap_us", static_cast<unsigned long long>(env.max_turn_gap_ns / 1000));
     print_inject_stats(ctx);
+}
+
+void banner() {
+    std::fputs("\n************************************\n* Waiting for client to connect... *\n"
+               "************************************\n",
+               stdout);
+    std::fflush(stdout);
+}
+
+int run_test(const perf::Options& o, api::Context& ctx, OobStream& conn, CmLink* cm, const sockaddr_storage* at = nullptr) {
+    perf::Env env;
+    env.ctx = &ctx;
+    env.resolve_timeout_ms = o.oob_timeout_ms;
+    env.cm = cm;
+    if (at) env.cm_addr = *at;
+    std::string err;
+    const int rc = perf::run(o, env, conn, err);
+    if (rc && stop_requested()) return report_stop("perf");
+    if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
+    if (o.stats) print_stats(ctx, env);
+    return rc;
+}
+
+// -R: perftest's -R with its -z (perftest_parameters.c turns it on): the exchange over an rdma_cm
+// connection on the test's port (CmStream), then the test's QPs connected by rdma_cm on the same
+// port (perf.cpp, cm_connect).
+int perf_rdma_cm(const perf::Options& o, api::Context& ctx, const std::function<bool()>& turn) {
+    api::Cm* cm = ctx.cm();
+    if (!cm) {
+        std::fprintf(stderr, "hcaemu perf: -R: this device has no connection manager (rdma_cm)\n");
+        return kExitFail;
+    }
+    sockaddr_storage at{};
+    (void)CmLink::address(o.server, o.tcp_port, at);  // checked by cmd_perf
+    CmLink link(ctx, *cm, o.oob_timeout_ms, turn);
+    CmStream conn(ctx, link);
+    conn.set_idle(turn);
+    std::string err;
+    if (o.server.empty()) banner();
+    const bool ok = o.server.empty() ? conn.accept(at, err) : conn.connect(at, err);
+    if (!ok && stop_requested()) return report_stop("perf");
+    if (!ok) {
+        std::fprintf(stderr, "hcaemu perf: rdma_cm: %s\n", err.c_str());
+        return kExitFail;
+    }
+    const int rc = run_test(o, ctx, conn, &link, &at);
+    conn.set_idle(turn);
+    conn.close();
+    return rc;
 }
 
 }  // namespace
@@ -60,6 +110,8 @@ int cmd_perf(int argc, char** argv) {
         return usage_error("perf", err);
     }
     if (const std::string c = device_conflict(device, first_attach); !c.empty()) return usage_error("perf", c);
+    if (sockaddr_storage at{}; o.rdma_cm && !CmLink::address(o.server, o.tcp_port, at))
+        return usage_error("perf", "-R: SERVER must be the peer's RoCE address (IPv4 or IPv6), not '" + o.server + "'");
     const bool local = device.empty() || device == "local";
     if (local && ao.ip.empty()) return usage_error("perf", "--ip ADDR/LEN is required (this HCA's address)");
 
@@ -71,15 +123,13 @@ int cmd_perf(int argc, char** argv) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
         return kExitFail;
     }
-    std::unique_ptr<OobConn> conn;
     // The engine turns while the connection is made, so that the port answers ARP and neighbour
     // solicitations for its address meanwhile (a peer may resolve it before its tool connects).
     auto turn = [c = ctx.get()] { return c->poll() != 0; };
+    if (o.rdma_cm) return perf_rdma_cm(o, *ctx, turn);
+    std::unique_ptr<OobConn> conn;
     if (o.server.empty()) {
-        std::fputs("\n************************************\n* Waiting for client to connect... *\n"
-                   "************************************\n",
-                   stdout);
-        std::fflush(stdout);
+        banner();
         conn = OobConn::accept(o.tcp_port, o.oob_timeout_ms, err, turn);
     } else {
         conn = OobConn::connect(o.server, o.tcp_port, o.oob_timeout_ms, err, turn);
@@ -89,14 +139,7 @@ int cmd_perf(int argc, char** argv) {
         std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
         return kExitFail;
     }
-    perf::Env env;
-    env.ctx = ctx.get();
-    env.resolve_timeout_ms = o.oob_timeout_ms;
-    const int rc = perf::run(o, env, *conn, err);
-    if (rc && stop_requested()) return report_stop("perf");
-    if (rc) std::fprintf(stderr, "hcaemu perf: %s\n", err.c_str());
-    if (o.stats) print_stats(*ctx, env);
-    return rc;
+    return run_test(o, *ctx, *conn, nullptr);
 }
 
 }  // namespace hcaemu::tools

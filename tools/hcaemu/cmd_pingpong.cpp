@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemu/cli.hpp"
+#include "tools/hcaemu/cm_link.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/hcaemu/oob.hpp"
 #include "tools/libhcaemu/cm.hpp"
@@ -349,94 +351,30 @@ private:
         return 0;
     }
 
-    // -R: the next CM event, turning the device meanwhile; false after --timeout or a signal.
-    bool cm_event(api::CmEvent& ev) {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(a_.timeout_s);
-        while (!stop_requested() && std::chrono::steady_clock::now() < end) {
-            if (cm_->get_event(ev)) return true;
-            if (!ctx_.poll()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
-        return false;
-    }
-    int cm_expect(api::CmEventType want, api::CmEvent& ev, const char* what) {
-        if (!cm_event(ev)) return fail(std::string("rdma_cm: no ") + what + " event");
-        if (ev.type != want)
-            return fail(std::string("rdma_cm: ") + what + " expected, got event " + std::to_string(int(ev.type)) +
-                        " status " + std::to_string(ev.status));
-        return 0;
-    }
-    bool cm_modify(uint32_t id, QpState st) {
-        QpAttr a;
-        uint32_t mask = 0;
-        return cm_->init_qp_attr(id, st, a, mask) == 0 && qp_->modify(a, mask).ok();
-    }
-    // perftest -R's order: the server listens and accepts, the client resolves, connects and
-    // establishes; the QP's attributes all come from init_qp_attr.
+    // perftest -R's order (CmLink): the server listens and accepts, the client resolves, connects
+    // and establishes; the QP's attributes all come from the CM.
     int cm_connect(oob::PingpongDest& me, oob::PingpongDest& rem) {
         sockaddr_storage ss{};
-        if (!a_.server.empty()) {
-            auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
-            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
-            if (inet_pton(AF_INET, a_.server.c_str(), &s4->sin_addr) == 1) {
-                s4->sin_family = AF_INET;
-                s4->sin_port = htons(a_.port);
-            } else if (inet_pton(AF_INET6, a_.server.c_str(), &s6->sin6_addr) == 1) {
-                s6->sin6_family = AF_INET6;
-                s6->sin6_port = htons(a_.port);
-            } else {
-                return fail("-R: HOST must be the peer's RoCE address (IPv4 or IPv6), not '" + a_.server + "'");
-            }
-        } else {
-            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);  // the wildcard: IPv4 and IPv6
-            s6->sin6_family = AF_INET6;
-            s6->sin6_port = htons(a_.port);
-        }
-        const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
-        uint32_t id = 0;
-        if (int e = cm_->create_id(pkt::RdmaPs::tcp, QpType::rc, 0, id)) return fail(std::string("rdma_create_id: ") + std::strerror(e));
-        api::CmEvent ev;
+        if (!CmLink::address(a_.server, a_.port, ss))
+            return fail("-R: HOST must be the peer's RoCE address (IPv4 or IPv6), not '" + a_.server + "'");
+        link_ = std::make_unique<CmLink>(ctx_, *cm_, a_.timeout_s * 1000);
         api::CmConnParam p;
-        p.qp_num = qp_->qpn();
         p.responder_resources = p.initiator_depth = 1;
+        std::string err;
         if (a_.server.empty()) {
-            if (int e = cm_->bind(id, sa)) return fail(std::string("rdma_bind_addr: ") + std::strerror(e));
-            if (int e = cm_->listen(id, 1)) return fail(std::string("rdma_listen: ") + std::strerror(e));
-            if (int r = cm_expect(api::CmEventType::connect_request, ev, "connect request")) return r;
-            cm_id_ = ev.id;
-            rem.qpn = ev.param.qp_num;
-            uint32_t n = 0;
-            (void)cm_->destroy_id(id, n);  // one client: the listener goes
-            if (!cm_modify(cm_id_, QpState::init) || !cm_modify(cm_id_, QpState::rtr)) return fail("Failed to modify QP to RTR");
-            if (int e = cm_->accept(cm_id_, p)) return fail(std::string("rdma_accept: ") + std::strerror(e));
-            if (int r = cm_expect(api::CmEventType::established, ev, "established")) return r;
-            if (!cm_modify(cm_id_, QpState::rts)) return fail("Failed to modify QP to RTS");
+            uint32_t listen_id = 0;
+            if (!link_->listen(ss, 1, listen_id, err)) return fail(err);
+            const bool ok = link_->accept(listen_id, *qp_, p, cm_id_, rem.qpn, err);
+            link_->destroy(listen_id);  // one client: the listener goes
+            if (!ok) return fail(err);
         } else {
-            cm_id_ = id;
-            const int ms = int(a_.timeout_s * 1000);
-            if (int e = cm_->resolve_addr(id, nullptr, sa, ms)) return fail(std::string("rdma_resolve_addr: ") + std::strerror(e));
-            if (int r = cm_expect(api::CmEventType::addr_resolved, ev, "address resolved")) return r;
-            if (int e = cm_->resolve_route(id, ms)) return fail(std::string("rdma_resolve_route: ") + std::strerror(e));
-            if (int r = cm_expect(api::CmEventType::route_resolved, ev, "route resolved")) return r;
-            if (!cm_modify(id, QpState::init)) return fail("Failed to modify QP to INIT");
-            if (int e = cm_->connect(id, p)) return fail(std::string("rdma_connect: ") + std::strerror(e));
-            if (!cm_event(ev)) return fail("rdma_cm: no answer to the connect");
-            if (ev.type == api::CmEventType::rejected)
-                return fail("rdma_connect: rejected, reason " + std::to_string(ev.status));
-            if (ev.type != api::CmEventType::connect_response)
-                return fail("rdma_connect: event " + std::to_string(int(ev.type)) + " status " + std::to_string(ev.status));
-            rem.qpn = ev.param.qp_num;
-            if (!cm_modify(id, QpState::init) || !cm_modify(id, QpState::rtr) || !cm_modify(id, QpState::rts))
-                return fail("Failed to modify QP to RTR/RTS");
-            if (int e = cm_->establish(id)) return fail(std::string("rdma_establish: ") + std::strerror(e));
+            int rejected = 0;
+            if (!link_->connect(ss, *qp_, p, cm_id_, rem.qpn, rejected, err)) return fail(err);
         }
-        QpAttr a;
-        uint32_t mask = 0;
-        (void)cm_->init_qp_attr(cm_id_, QpState::rts, a, mask);
-        me.psn = my_psn_ = a.sq_psn;
-        (void)cm_->init_qp_attr(cm_id_, QpState::rtr, a, mask);
-        rem.psn = a.rq_psn;
+        link_->psns(cm_id_, me.psn, rem.psn);
+        my_psn_ = me.psn;
         api::CmIdInfo info;
-        (void)cm_->query(cm_id_, info);
+        (void)link_->info(cm_id_, info);
         rem.gid = info.dgid;
         me.gid = info.sgid;
         std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", me.lid, me.qpn, me.psn,
@@ -445,23 +383,8 @@ private:
     }
     // After the test: DREQ (or the DREP to the peer's), then the disconnected event, bounded.
     void cm_disconnect() {
-        if (!cm_ || !cm_id_) return;
-        (void)cm_->disconnect(cm_id_);
-        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-        api::CmEvent ev;
-        while (std::chrono::steady_clock::now() < end) {
-            if (cm_->get_event(ev)) {
-                if (ev.type == api::CmEventType::disconnected) {
-                    (void)cm_->disconnect(cm_id_);  // the DREP, if the peer's DREQ came first
-                    break;
-                }
-                continue;
-            }
-            if (!ctx_.poll()) std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
-        for (int i = 0; i < 100; ++i) ctx_.poll();  // the last MAD leaves
-        uint32_t n = 0;
-        (void)cm_->destroy_id(cm_id_, n);
+        if (!link_ || !cm_id_) return;
+        link_->disconnect(cm_id_);
         cm_id_ = 0;
     }
 
@@ -616,6 +539,7 @@ private:
     uint32_t events_ = 0;
     uint32_t my_psn_ = 0;
     api::Cm* cm_ = nullptr;
+    std::unique_ptr<CmLink> link_;
     uint32_t cm_id_ = 0;
     uint8_t gidx_ = 1;
 };

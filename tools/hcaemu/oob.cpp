@@ -94,6 +94,48 @@ OobError parse(std::span<const uint8_t> msg, PerftestQpInfo& out) {
     return OobError::ok;
 }
 
+namespace {
+void put_be(uint8_t* p, uint64_t v, size_t n) {
+    for (size_t i = 0; i < n; ++i) p[i] = uint8_t(v >> (8 * (n - 1 - i)));
+}
+uint64_t get_be(const uint8_t* p, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v = v << 8 | p[i];
+    return v;
+}
+}  // namespace
+
+std::array<uint8_t, kPerftestCmDestLen> format_cm(const PerftestQpInfo& q) {
+    std::array<uint8_t, kPerftestCmDestLen> out{};
+    put_be(&out[0], q.lid, 4);
+    put_be(&out[4], q.out_reads, 4);
+    put_be(&out[8], q.qpn, 4);
+    put_be(&out[12], q.psn, 4);
+    put_be(&out[16], q.rkey, 4);
+    put_be(&out[24], q.vaddr, 8);
+    for (size_t i = 0; i < 16; ++i) out[32 + i] = q.gid[i];
+    put_be(&out[48], q.srqn, 4);
+    return out;  // gid_index (52..55): 0, nobody reads it
+}
+
+OobError parse_cm(std::span<const uint8_t> msg, PerftestQpInfo& out) {
+    if (msg.size() != kPerftestCmDestLen) return OobError::bad_length;
+    const uint8_t* p = msg.data();
+    const uint64_t lid = get_be(p, 4), reads = get_be(p + 4, 4), qpn = get_be(p + 8, 4), psn = get_be(p + 12, 4);
+    if (lid > 0xFFFF || reads > 0xFFFF || qpn > 0xFFFFFF || psn > 0xFFFFFF) return OobError::bad_value;
+    PerftestQpInfo q;
+    q.lid = uint16_t(lid);
+    q.out_reads = uint16_t(reads);
+    q.qpn = uint32_t(qpn);
+    q.psn = uint32_t(psn);
+    q.rkey = uint32_t(get_be(p + 16, 4));
+    q.vaddr = get_be(p + 24, 8);
+    for (size_t i = 0; i < 16; ++i) q.gid[i] = p[32 + i];
+    q.srqn = uint32_t(get_be(p + 48, 4));
+    out = q;
+    return OobError::ok;
+}
+
 std::array<uint8_t, kPerftestVersionLen> format_version(const char* v) {
     std::array<uint8_t, kPerftestVersionLen> out{};
     for (size_t i = 0; i + 1 < out.size() && v[i]; ++i) out[i] = uint8_t(v[i]);

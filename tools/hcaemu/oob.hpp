@@ -56,6 +56,15 @@ constexpr size_t kPerftestQpInfoLen = 108;
 std::array<uint8_t, kPerftestQpInfoLen> format(const PerftestQpInfo& q);
 OobError parse(std::span<const uint8_t> msg, PerftestQpInfo& out);
 
+// perftest -R (and -z): the same exchange as SENDs on an RC QP that rdma_cm connected, each message
+// one SEND; the QP information then goes as perftest's struct pingpong_dest itself, 56 bytes with
+// its integers big-endian (rdma_write_keys): lid, out_reads, qpn, psn, rkey (4 bytes each), 4 of
+// padding, vaddr (8), the GID (16), srqn, gid_index (4 each). The receiver takes the first eight.
+constexpr size_t kPerftestCmDestLen = 56;
+std::array<uint8_t, kPerftestCmDestLen> format_cm(const PerftestQpInfo& q);
+// bad_length, or bad_value: a LID above 16 bits, a QPN or PSN above 24, out_reads above 16.
+OobError parse_cm(std::span<const uint8_t> msg, PerftestQpInfo& out);
+
 // The rest of perftest's exchange, in the order the tools send it (each message goes both ways,
 // the client first): the version, the system data, the MTU, then QP information (above, also used
 // as a barrier), the BW results, and "done".

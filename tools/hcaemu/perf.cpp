@@ -8,6 +8,9 @@
 //   BW, one-sided: the client runs, then a barrier (the server waited on it), the five results;
 //   send BW: the server posts receives, a barrier, both run (and a barrier after each size of -a);
 //   the close: a barrier, then "done" each way.
+// -R (perftest's -R, with its -z): the same messages, each one SEND on an rdma_cm-connected RC QP
+// (CmStream), the QP information as perftest's 56-byte struct pingpong_dest, no "done"; after
+// the MTU a barrier, the test's QPs connected by rdma_cm, a barrier (create_rdma_cm_connection).
 // -D (perftest 6.06, as rxe ran it against itself in the interop guest): the exchange is the one
 // of -n (one-sided BW: the client's results go to the server, which prints them; send BW, write and
 // send latency: each side prints its own row); each side times itself from the start of its loop
@@ -30,9 +33,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/dpdk.hpp"
+#include "tools/hcaemu/cm_link.hpp"
 #include "tools/hcaemu/oob.hpp"
 #include "tools/hcaemu/oob_tcp.hpp"
 #include "tools/hcaemu/perf.hpp"
@@ -77,10 +82,12 @@ Mtu mtu_enum(uint32_t bytes) {
 
 class Session {
 public:
-    Session(const Options& o, Env& env, OobConn& conn, std::string& err)
+    Session(const Options& o, Env& env, OobStream& conn, std::string& err)
         : o_(o), env_(env), ctx_(*env.ctx), conn_(conn), err_(err), client_(!o.server.empty()), nq_(o.num_qps) {}
     // The objects go before the memory they use.
     ~Session() {
+        if (env_.cm)
+            for (const uint32_t id : cm_ids_) env_.cm->destroy(id);
         ahs_.clear();
         qps_.clear();
         cq_.reset();
@@ -92,6 +99,12 @@ public:
     Session& operator=(const Session&) = delete;
 
     int run();
+    // -R: DREQ / DREP on every data connection (bounded), before the QPs go.
+    void cm_disconnect() {
+        if (!env_.cm) return;
+        for (uint32_t& id : cm_ids_)
+            if (id) env_.cm->disconnect(std::exchange(id, 0));
+    }
     // --dump: PREFIX.json and PREFIX.bin (see write_dump); `rc` is the run's exit status.
     bool write_dump(int rc);
 
@@ -142,15 +155,25 @@ private:
         return fail(std::string("the peer's ") + what + " message is not perftest's: " + oob::name(e));
     }
     // The 108-byte QP information: the data when `into` is given, else a barrier.
+    // -R: perftest's struct pingpong_dest as it is (56 bytes), see oob.hpp.
     bool qp_info(size_t q, oob::PerftestQpInfo* into, bool run_wait = false) {
-        const auto m = oob::format(mine_[q]);
-        std::array<uint8_t, oob::kPerftestQpInfoLen> t{};
-        if (!xchg(m, t, "QP information", run_wait)) return false;
         oob::PerftestQpInfo x;
-        if (!check(oob::parse(t, x), "QP information")) return false;
+        if (env_.cm) {
+            std::array<uint8_t, oob::kPerftestCmDestLen> t{};
+            if (!xchg(oob::format_cm(q < mine_.size() ? mine_[q] : oob::PerftestQpInfo{}), t, "QP information", run_wait))
+                return false;
+            if (!check(oob::parse_cm(t, x), "QP information")) return false;
+        } else {
+            std::array<uint8_t, oob::kPerftestQpInfoLen> t{};
+            if (!xchg(oob::format(mine_[q]), t, "QP information", run_wait)) return false;
+            if (!check(oob::parse(t, x), "QP information")) return false;
+        }
         if (into) *into = x;
         return true;
     }
+    // -R (perftest's create_rdma_cm_connection): a barrier, every QP connected by rdma_cm, a barrier.
+    bool cm_connect();
+    std::vector<uint32_t> cm_ids_;
     bool barrier(bool run_wait = false) { return qp_info(0, nullptr, run_wait); }
     bool handshake_start();
     bool ud_size();
@@ -222,7 +245,7 @@ private:
     const Options& o_;
     Env& env_;
     api::Context& ctx_;
-    OobConn& conn_;
+    OobStream& conn_;
     std::string& err_;
     const bool client_;
     const size_t nq_;
@@ -346,6 +369,7 @@ bool Session::results(const BwReport& mine, BwReport& theirs) {
 
 bool Session::close(bool eof_ok, bool run_wait) {
     if (!barrier(run_wait)) return eof_ok && conn_.peer_closed();
+    if (env_.cm) return true;  // -R: no "done" (ctx_close_connection)
     // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
     // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
     conn_.set_idle({});
@@ -981,6 +1005,29 @@ bool Session::verify(uint64_t size, uint64_t peer_iters) {
     return true;
 }
 
+bool Session::cm_connect() {
+    CmLink& link = *env_.cm;
+    api::CmConnParam p;
+    if (o_.verb == Verb::read || o_.verb == Verb::atomic)  // perftest's conn_param
+        p.responder_resources = p.initiator_depth = uint8_t(std::min<uint32_t>(out_reads_, 255));
+    std::string e;
+    uint32_t listen_id = 0, peer_qpn = 0;
+    // The server listens before it answers the first barrier: the client connects right after it.
+    if (!client_ && !link.listen(env_.cm_addr, int(nq_), listen_id, e)) return fail(e);
+    if (!barrier()) return false;
+    cm_ids_.assign(nq_, 0);
+    for (size_t q = 0; q < nq_; ++q) {
+        const bool ok = client_ ? link.connect_retry(env_.cm_addr, *qps_[q], p, cm_ids_[q], peer_qpn, e)
+                                : link.accept(listen_id, *qps_[q], p, cm_ids_[q], peer_qpn, e);
+        if (!ok) return fail("rdma_cm, QP " + std::to_string(q) + ": " + e);
+        uint32_t rq_psn = 0;
+        link.psns(cm_ids_[q], mine_[q].psn, rq_psn);
+        print_dest(mine_[q], true);
+    }
+    if (!client_) link.destroy(listen_id);
+    return barrier();
+}
+
 int Session::run() {
     conn_.set_idle([this] { return idle(); });
     if (!setup()) return 1;
@@ -1066,8 +1113,9 @@ int Session::run() {
         m.rkey = mr_->rkey();
         m.vaddr = addr(dst(q));
         m.gid = gid_;
-        print_dest(m, true);
+        if (!env_.cm) print_dest(m, true);
     }
+    if (env_.cm && !cm_connect()) return 1;
 
     // QP information (perftest 6.06, as seen against it with -q 1 and -q 2): the latency tests
     // send QP 0's first; then every QP's (the data); after ctx_connect, every QP's again.
@@ -1079,8 +1127,8 @@ int Session::run() {
     if (pkt::is_ipv4_mapped(theirs_[0].gid) != pkt::is_ipv4_mapped(gid_))
         return fail("the peer's GID and ours are not of the same IP version"), 1;
     std::string e;
-    if (!ctx_.resolve(theirs_[0].gid, env_.resolve_timeout_ms, e)) return fail(e), 1;
-    for (size_t q = 0; q < nq_; ++q)
+    if (!env_.cm && !ctx_.resolve(theirs_[0].gid, env_.resolve_timeout_ms, e)) return fail(e), 1;
+    for (size_t q = 0; q < nq_ && !env_.cm; ++q)  // -R: rdma_cm connected them
         if (!connect(q)) return 1;
     for (size_t q = 0; q < nq_; ++q)
         if (!qp_info(q, nullptr)) return 1;
@@ -1159,9 +1207,10 @@ int Session::run() {
 
 }  // namespace
 
-int run(const Options& o, Env& env, OobConn& conn, std::string& err) {
+int run(const Options& o, Env& env, OobStream& conn, std::string& err) {
     Session s(o, env, conn, err);
     int rc = s.run();
+    s.cm_disconnect();
     if (!o.dump.empty()) {
         // a failed run's message stays the one reported; its dump is written all the same
         const std::string keep = err;

@@ -19,8 +19,11 @@
 #include "hca_model/device.hpp"
 #include "tools/libhcaemu/api.hpp"
 
+#include <sys/socket.h>
+
 namespace hcaemu::tools {
-class OobConn;
+class OobStream;
+class CmLink;
 }
 
 namespace hcaemu::tools::perf {
@@ -59,6 +62,7 @@ struct Options {
     bool stats = false;            // --stats (hcaemu's own): the non-zero counters on stderr at the end
     std::string dump;              // --dump PREFIX (hcaemu's own): PREFIX.json and PREFIX.bin at the end
     uint64_t oob_timeout_ms = 60'000;  // --oob-timeout SEC: connect, accept, every read; a stall
+    bool rdma_cm = false;          // -R: the QPs connected by rdma_cm, the exchange over rdma_cm too
 };
 
 // Parses perftest's flags. argv[0] is the test name (write_bw ...). Arguments this parser does not
@@ -119,10 +123,14 @@ struct Env {
     // --stats: the longest time between two engine turns (ctx->poll()) of one wait. A process
     // left off its CPU for more than retry_cnt + 1 ACK timeouts fails its peer's RC QP.
     uint64_t max_turn_gap_ns = 0;
+    // -R: the CM that connects the test's QPs, and where: the server's listening address (the
+    // wildcard, the test's port) or the client's destination (HOST, the test's port).
+    CmLink* cm = nullptr;
+    sockaddr_storage cm_addr{};
 };
 
 // Runs the whole test over `conn` (already connected or accepted). Returns the exit status
 // (0, or 1 with `err`: the peer's protocol, version, a stalled or failed transfer, a data check).
-int run(const Options& o, Env& env, OobConn& conn, std::string& err);
+int run(const Options& o, Env& env, OobStream& conn, std::string& err);
 
 }  // namespace hcaemu::tools::perf

@@ -38,7 +38,9 @@ const char* const kPerfHelp =
     "  -c, --connection T    RC (default), UC (write and send tests) or UD (send tests; a message\n"
     "                        fits one MTU: without -s, and with -a, the size is lowered to it)\n"
     "  -F, --CPU-freq        accepted (no cycle counter is read: time is CLOCK_MONOTONIC)\n"
-    "  -R, --rdma_cm ...     refused: the exchange is over TCP only\n"
+    "  -R, --rdma_cm         connect the QPs with rdma_cm (the IB CM on QP1), and make the exchange\n"
+    "                        over rdma_cm too, as perftest's -R: SERVER is the peer's RoCE address,\n"
+    "                        -p the rdma_cm port; RC only (docs/rdmacm.md)\n"
     "      --report_gbits    report Gb/s instead of MB/s (2^20 bytes)\n"
     "hcaemu's own:\n"
     "      --check           fill sources with a pattern and verify what arrived after the run\n"
@@ -239,7 +241,9 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
         } else if (a == "--oob-timeout") {
             if (!num(1, 3600, v)) return false;
             o.oob_timeout_ms = v * 1000;
-        } else if (a == "-R" || a == "--rdma_cm" || a == "-z" || a == "--com_rdma_cm" || a == "-b" ||
+        } else if (a == "-R" || a == "--rdma_cm") {
+            o.rdma_cm = true;
+        } else if (a == "-z" || a == "--com_rdma_cm" || a == "-b" ||
                    a == "--bidirectional" || a == "-e" || a == "--events" || a == "-l" || a == "--post_list" ||
                    a == "-I" || a == "--inline_size" || a == "-g" || a == "--mcg" || a == "-O" ||
                    a == "--dualport" || a == "--use_srq" || a == "-S" || a == "--sl" || a == "-N" || a == "--noPeak" || a == "-C" || a == "--report-cycles" ||
@@ -291,6 +295,10 @@ bool parse_options(int argc, char** argv, Options& o, const OtherOption& other, 
     }
     if (o.conn == QpType::uc && (o.verb == Verb::read || o.verb == Verb::atomic)) {
         err = "-c UC: RDMA READ and atomics need RC";
+        return false;
+    }
+    if (o.rdma_cm && o.conn != QpType::rc) {
+        err = "-R: rdma_cm connects RC QPs only here (-c RC)";
         return false;
     }
     if (!bw && o.num_qps != 1) {

@@ -242,13 +242,15 @@ rdma_event_channel* rdma_create_event_channel(void) {
     return c ? &c->ch : nullptr;
 }
 
-void rdma_destroy_event_channel(rdma_event_channel* channel) { free_channel(reinterpret_cast<ChannelW*>(channel)); }
+void rdma_destroy_event_channel(rdma_event_channel* channel) {
+    if (!stale_channel(channel)) free_channel(reinterpret_cast<ChannelW*>(channel));
+}
 
 // ---------------------------------------------------------------- ids
 
 int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps) {
     if (init()) return -1;
-    if (!id) return err(EINVAL);
+    if (!id || (channel && stale_channel(channel))) return err(EINVAL);
     const ibv_qp_type qt = (ps == RDMA_PS_IPOIB || ps == RDMA_PS_UDP) ? IBV_QPT_UD : IBV_QPT_RC;
     IdW* w = new_id(channel, context, ps, qt);
     if (!w) return err(ENOMEM);
@@ -256,9 +258,10 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
     return 0;
 }
 
-int rdma_destroy_id(rdma_cm_id* id) { return destroy_id(reinterpret_cast<IdW*>(id)); }
+int rdma_destroy_id(rdma_cm_id* id) { return stale_id(id) ? -1 : destroy_id(reinterpret_cast<IdW*>(id)); }
 
 int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
+    if (stale_id(id)) return -1;
     if (!addr_len(addr)) return err(EINVAL);
     IdState& st = st_of(id);
     if (!st.subs.empty()) return err(EINVAL);  // bound already
@@ -266,6 +269,7 @@ int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
 }
 
 int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
+    if (stale_id(id)) return -1;
     const socklen_t dst_len = addr_len(dst_addr);
     if (!dst_len || (src_addr && !addr_len(src_addr))) return err(EINVAL);
     IdState& st = st_of(id);
@@ -297,6 +301,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
 }
 
 int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
+    if (stale_id(id)) return -1;
     IdState& st = st_of(id);
     if (!st.dev) return err(EINVAL);
     if (on_sub(st, [&](api::Cm& cm, uint32_t c) { return cm.resolve_route(c, timeout_ms); })) return -1;
@@ -304,6 +309,7 @@ int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
 }
 
 int rdma_listen(rdma_cm_id* id, int backlog) {
+    if (stale_id(id)) return -1;
     IdState& st = st_of(id);
     if (st.subs.empty()) {  // not bound: the kernel binds it to the IPv4 wildcard, any port
         sockaddr_in any{};
@@ -319,6 +325,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
 }
 
 int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
+    if (stale_id(id)) return -1;
     IdState& st = st_of(id);
     if (!st.dev || !valid_param(st, conn_param)) return err(EINVAL);
     st.initiator_depth = conn_param && conn_param->initiator_depth != RDMA_MAX_INIT_DEPTH ? conn_param->initiator_depth
@@ -337,6 +344,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
 }
 
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
+    if (stale_id(id)) return -1;
     IdState& st = st_of(id);
     if (!st.dev || !valid_param(st, conn_param)) return err(EINVAL);
     const bool ud = id->qp_type == IBV_QPT_UD;
@@ -367,6 +375,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
 }
 
 int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+    if (stale_id(id)) return -1;
     if (private_data_len > api::kCmMaxPrivate) return err(EINVAL);
     const auto* pd = private_data && private_data_len ? static_cast<const uint8_t*>(private_data) : nullptr;
     return on_sub(st_of(id), [&](api::Cm& cm, uint32_t c) { return cm.reject(c, pd, pd ? private_data_len : 0); });
@@ -380,11 +389,13 @@ int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_da
 // IBV_EVENT_COMM_EST (data before the RTU): the CM's own REP retries and the RTU establish the
 // connection; nothing to do. Another event: EINVAL, as the kernel's rdma_notify.
 int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
+    if (stale_id(id)) return -1;
     if (!st_of(id).dev) return err(EINVAL);
     return event == IBV_EVENT_COMM_EST ? 0 : err(EINVAL);
 }
 
 int rdma_disconnect(rdma_cm_id* id) {
+    if (stale_id(id)) return -1;
     if (!id->verbs || !id->verbs->device) return err(EINVAL);
     if (modify_qp_err(id)) return -1;  // ucma_shutdown on an IB transport
     if (on_sub(st_of(id), [&](api::Cm& cm, uint32_t c) { return cm.disconnect(c); })) return -1;
@@ -392,15 +403,18 @@ int rdma_disconnect(rdma_cm_id* id) {
 }
 
 int rdma_establish(rdma_cm_id* id) {
+    if (stale_id(id)) return -1;
     if (id->qp) return err(EINVAL);
     return conn_resp(st_of(id));
 }
 
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+    if (stale_id(id)) return -1;
     return qp_init_attr(id, qp_attr, qp_attr_mask);
 }
 
 int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
+    if (stale_id(id) || (channel && stale_channel(channel))) return -1;
     IdState& st = st_of(id);
     if (st.sync && !channel) return err(EINVAL);
     const bool sync = channel == nullptr;
@@ -429,6 +443,7 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
 }
 
 int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
+    if (stale_id(id)) return -1;
     if (level != RDMA_OPTION_ID) return err(ENOSYS);  // RDMA_OPTION_IB_PATH: no IB SA paths on RoCE here
     if (!optval) return err(EINVAL);
     api::CmOption opt;
@@ -460,7 +475,7 @@ int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t
 
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     if (init()) return -1;
-    if (!event) return err(EINVAL);
+    if (!event || stale_channel(channel)) return err(EINVAL);
     for (;;) {
         EventW* e = nullptr;
         if (get_event(reinterpret_cast<ChannelW*>(channel), e)) return -1;
@@ -493,12 +508,13 @@ const char* rdma_event_str(rdma_cm_event_type event) {
     return i < std::size(kNames) ? kNames[i] : "UNKNOWN EVENT";
 }
 
-uint16_t rdma_get_src_port(rdma_cm_id* id) { return port_of(&id->route.addr.src_addr); }
-uint16_t rdma_get_dst_port(rdma_cm_id* id) { return port_of(&id->route.addr.dst_addr); }
+uint16_t rdma_get_src_port(rdma_cm_id* id) { return stale_id(id) ? 0 : port_of(&id->route.addr.src_addr); }
+uint16_t rdma_get_dst_port(rdma_cm_id* id) { return stale_id(id) ? 0 : port_of(&id->route.addr.dst_addr); }
 
 // ---------------------------------------------------------------- QPs and SRQs
 
 int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
+    if (stale_id(id)) return -1;
     if (id->qp) return err(EINVAL);
     if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
         attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
@@ -535,6 +551,7 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
 }
 
 int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+    if (stale_id(id)) return -1;
     ibv_qp_init_attr_ex ax{};
     std::memcpy(&ax, qp_init_attr, sizeof *qp_init_attr);
     ax.comp_mask = IBV_QP_INIT_ATTR_PD;
@@ -545,12 +562,14 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
 }
 
 void rdma_destroy_qp(rdma_cm_id* id) {
+    if (stale_id(id)) return;
     ibv_destroy_qp(id->qp);
     id->qp = nullptr;
     destroy_cqs(id);
 }
 
 int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
+    if (stale_id(id)) return -1;
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) return err(EINVAL);
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
         attr->pd = id->pd;
@@ -565,6 +584,7 @@ int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
 }
 
 int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+    if (stale_id(id)) return -1;
     ibv_srq_init_attr_ex ax{};
     std::memcpy(&ax, attr, sizeof *attr);
     ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
@@ -576,6 +596,7 @@ int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
 }
 
 void rdma_destroy_srq(rdma_cm_id* id) {
+    if (stale_id(id)) return;
     ibv_destroy_srq(id->srq);
     id->srq = nullptr;
     destroy_cqs(id);
@@ -584,6 +605,7 @@ void rdma_destroy_srq(rdma_cm_id* id) {
 // ---------------------------------------------------------------- synchronous endpoints
 
 int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
+    if (stale_id(listen)) return -1;
     if (!st_of(listen).sync) return err(EINVAL);
     if (listen->event) {
         rdma_ack_cm_event(listen->event);
@@ -645,6 +667,7 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_
 }
 
 void rdma_destroy_ep(rdma_cm_id* id) {
+    if (stale_id(id)) return;
     if (id->qp) rdma_destroy_qp(id);
     if (id->srq) rdma_destroy_srq(id);
     rdma_destroy_id(id);
@@ -659,12 +682,14 @@ int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return err(EADDRNOTAVAIL); } 
 
 // ECE is kept in the library, as librdmacm does; the CM carries none, so the remote's is zero.
 int rdma_set_local_ece(rdma_cm_id* id, ibv_ece* ece) {
+    if (stale_id(id)) return -1;
     if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask) return err(EINVAL);
     st_of(id).local_ece = *ece;
     return 0;
 }
 
 int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
+    if (stale_id(id)) return -1;
     if (!id || id->qp || !ece) return err(EINVAL);
     *ece = st_of(id).remote_ece;
     ece->comp_mask = 0;

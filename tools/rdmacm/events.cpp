@@ -41,7 +41,7 @@ bool route(Core& c, EventW* e, uint32_t& orphan) {
             return false;
         }
         IdState& l = *it->second;
-        IdW* n = new_id(l.w->id.channel, l.w->id.context, l.w->id.ps, l.w->id.qp_type);
+        IdW* n = new_id(l.w->id.channel, l.w->id.context, l.w->id.ps, l.w->id.qp_type, true);
         if (!n) {
             orphan = e->cm.id;
             return false;
@@ -118,6 +118,22 @@ void run_poller(Device* d) {
 
 Core& core() { return g_core; }
 
+namespace {
+bool stale(const void* p, const char* what) {
+    {
+        const std::lock_guard g(core().mu);
+        if (p && core().live.count(p)) return false;
+    }
+    core().stale_handles.fetch_add(1, std::memory_order_relaxed);
+    if (debug()) std::fprintf(stderr, "rdmacm: %s %p is not a live one of this library: EINVAL\n", what, p);
+    errno = EINVAL;
+    return true;
+}
+}  // namespace
+
+bool stale_id(const rdma_cm_id* id) { return stale(id, "rdma_cm_id"); }
+bool stale_channel(const rdma_event_channel* ch) { return stale(ch, "rdma_event_channel"); }
+
 void set_device_source(DeviceSource src) { g_source = std::move(src); }
 
 int init() {
@@ -180,12 +196,15 @@ ChannelW* new_channel() {
     }
     c->ch.fd = fd;
     c->q = new std::deque<EventW*>;
+    const std::lock_guard g(core().mu);
+    core().live.insert(&c->ch);
     return c;
 }
 
 void free_channel(ChannelW* c) {
     {
         const std::lock_guard g(core().mu);
+        core().live.erase(&c->ch);
         for (EventW* e : *c->q) delete e;
     }
     ::close(c->ch.fd);

@@ -58,7 +58,7 @@ bool gid_to_sockaddr(const Gid& g, sockaddr_storage& out) {
 
 // ---------------------------------------------------------------- ids
 
-IdW* new_id(rdma_event_channel* channel, void* context, rdma_port_space ps, ibv_qp_type qp_type) {
+IdW* new_id(rdma_event_channel* channel, void* context, rdma_port_space ps, ibv_qp_type qp_type, bool mu_held) {
     auto* w = static_cast<IdW*>(std::calloc(1, sizeof(IdW)));
     if (!w) return nullptr;
     auto* st = new IdState;
@@ -78,10 +78,20 @@ IdW* new_id(rdma_event_channel* channel, void* context, rdma_port_space ps, ibv_
         channel = &c->ch;
     }
     w->id.channel = channel;
+    if (mu_held) {
+        core().live.insert(&w->id);
+    } else {
+        const std::lock_guard g(core().mu);
+        core().live.insert(&w->id);
+    }
     return w;
 }
 
 void free_id(IdW* w) {
+    {
+        const std::lock_guard g(core().mu);
+        core().live.erase(&w->id);
+    }
     std::free(w->id.route.path_rec);
     if (w->st->sync) free_channel(chan_of(&w->id));
     delete w->st;

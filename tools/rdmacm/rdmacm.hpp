@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "tools/libhcaemu/cm.hpp"
@@ -105,6 +106,10 @@ struct Core {
     bool opened = false;
     std::vector<std::unique_ptr<Device>> devs;
     std::map<std::pair<Device*, uint32_t>, IdState*> ids;   // by (device, CM id), under mu
+    // The ids and channels this library made and has not freed, under mu: a call with any other
+    // pointer (freed or never made) fails with EINVAL and is counted instead of being dereferenced.
+    std::unordered_set<const void*> live;
+    std::atomic<uint64_t> stale_handles{0};
 };
 
 Core& core();
@@ -127,8 +132,13 @@ void start_poller(Device& d);
 void stop_pollers();
 
 // The id layer (ids.cpp).
-IdW* new_id(rdma_event_channel* channel, void* context, rdma_port_space ps, ibv_qp_type qp_type);
+// mu_held: the caller holds Core::mu (the id is registered as live under it).
+IdW* new_id(rdma_event_channel* channel, void* context, rdma_port_space ps, ibv_qp_type qp_type, bool mu_held = false);
 void free_id(IdW* w);
+// True (errno EINVAL, counted) when `id` / `ch` is not a live id / channel of this library.
+// perftest 4.5's rdma_cm client retries with ids read from memory it freed (docs/rdmacm.md).
+bool stale_id(const rdma_cm_id* id);
+bool stale_channel(const rdma_event_channel* ch);
 inline IdState& st_of(rdma_cm_id* id) { return *reinterpret_cast<IdW*>(id)->st; }
 inline ChannelW* chan_of(rdma_cm_id* id) { return reinterpret_cast<ChannelW*>(id->channel); }
 // Makes a CM id for `st` on `d` (options applied) and registers it; 0 or an errno.
