@@ -19,6 +19,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proclib  # noqa: E402
 from proclib import expect, memif  # noqa: E402
 
+ROOT_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
+sys.path.insert(0, ROOT_SCRIPTS)
+import probe  # noqa: E402  (scripts/probe.py: its pcap reader)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -75,6 +79,21 @@ def main():
                r.get("retransmissions") == 7 and r.get("still_retrying_at_end") is False and r["verdict"] == "ok"
                and sc["retry_exhaust"]["peer_exit"] not in (0, None) and sc["retry_exhaust"]["prober_exit"] != 0
                and any("retry" in x.lower() for x in sc["retry_exhaust"]["peer_output"]), sc["retry_exhaust"])
+        # The same capture judged for retry_cnt 6: the peer's 7th retry is one too many, named once,
+        # at that frame. The prober's ACKs are in its capture (taken above injection) but were
+        # withheld: hcaemu conform skips the frames the notes say were not sent.
+        pc = os.path.join(out, "retry_exhaust.pcap")
+        cr = subprocess.run([a.hcaemu, "conform", "--json", "--retry-cnt", "6", pc], capture_output=True, text=True,
+                            timeout=60)
+        vs = [json.loads(x) for x in cr.stdout.splitlines() if x.startswith("{") and '"rule"' in x]
+        sent = [f for f in probe.frames(pc) if f["src"] == "198.18.0.1" and f["psn"] == r.get("psn")
+                and f["op"] != probe.ACK]
+        expect("retry_exhaust: judged for retry_cnt 6, one retx.count at the peer's 7th retry of its PSN",
+               cr.returncode == 1 and len(sent) == 8 and len(vs) == 1 and vs[0]["rule"] == "retx.count"
+               and vs[0]["src"] == "198.18.0.1" and vs[0]["psn"] == r.get("psn") and vs[0]["frame"] == sent[7]["n"],
+               (cr.stdout, [f["n"] for f in sent]))
+        cr = subprocess.run([a.hcaemu, "conform", "--json", pc], capture_output=True, text=True, timeout=60)
+        expect("retry_exhaust: for retry_cnt 7 (as configured) nothing", cr.returncode == 0, cr.stdout)
         g = m["ghost_ack"]
         expect("ghost_ack: our ACK replaced by a ghost; the peer ignores it and sends the request again",
                g.get("unacked_request_resent") is True
