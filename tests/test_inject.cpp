@@ -506,6 +506,27 @@ TEST_CASE("inject: a forged RNR NAK names the packet a responder could not take 
     rx(o::send_first, 109), rx(o::send_middle, 110), rx(o::send_last, 111);
     CHECK(ack(111) == std::pair<uint32_t, uint8_t>{111, rnr1});
     CHECK(rec.pool_free() == 64);
+
+    // dir=rx: the ACK our requester receives becomes the RNR NAK, for our own SEND's First.
+    RecPort rec2;
+    port::InjectPort q(rec2, clk);
+    REQUIRE(q.add("rnr dir=rx op=ack", msg));
+    for (uint32_t psn = 200; psn <= 202; ++psn)
+        send(q, rec2, frame(psn == 200 ? o::send_first : psn == 201 ? o::send_middle : o::send_last, psn, 0x11, false, 64));
+    auto b = frame(o::acknowledge, 202, 0x22);
+    pkt::Packet pk = parsed(b);
+    std::swap(pk.h.ip4.src, pk.h.ip4.dst);
+    size_t len = 0;
+    b.resize(2048);
+    REQUIRE(pkt::build(pk.h, {}, b, len) == pkt::BuildError::ok);
+    b.resize(len);
+    rec2.rxq.push_back(b);
+    port::Frame f[4];
+    REQUIRE(q.rx_burst(f, 4) == 1);
+    const auto n = parsed({f[0].data, f[0].data + f[0].len});
+    q.free(f[0]);
+    CHECK((n.h.bth.psn == 200 && n.h.aeth.syndrome == rnr1 && n.h.bth.dest_qp == 0x22));
+    CHECK(rec2.pool_free() == 64);
 }
 
 // Two HCAs, each on an InjectPort over its end of the wire; the wire's tap records what crossed.
