@@ -638,6 +638,22 @@ void InjectPort::track_request(InjectDir d, const uint8_t* p, const FrameLoc& l,
     const bool wqe = (oi.kind == pkt::Kind::send && oi.is_first()) ||
                      (oi.kind == pkt::Kind::rdma_write && oi.has(pkt::Ext::immdt));
     if (wqe) fl->wqe[fl->nwqe++ % kWqePsns] = k.psn;
+    // Where messages end (a READ or an atomic request is one packet), for the MSN: a message
+    // resent is not counted twice.
+    if (oi.is_last() || oi.pos == pkt::Position::none) {
+        const uint32_t n = std::min(fl->nends, kWqePsns);
+        bool seen = false;
+        for (uint32_t i = 0; i < n && !seen; ++i) seen = fl->ends[i] == k.psn;
+        if (!seen) fl->ends[fl->nends++ % kWqePsns] = k.psn;
+    }
+}
+
+// The messages of a flow that ended at a PSN in [from, to].
+uint32_t InjectPort::ends_between(const ReqFlow& fl, uint32_t from, uint32_t to) {
+    uint32_t c = 0;
+    const uint32_t n = std::min(fl.nends, kWqePsns);
+    for (uint32_t i = 0; i < n; ++i) c += psn_diff(fl.ends[i], from) >= 0 && psn_diff(fl.ends[i], to) <= 0;
+    return c;
 }
 
 // The request flow a response with an AETH answers: the one whose responses went to this QP
@@ -665,14 +681,16 @@ InjectPort::ReqFlow* InjectPort::response_flow(InjectDir d, const uint8_t* p, co
 // could not take (IBTA 9.7.5.2.8: the RNR NAK carries the PSN of that request), i.e. the earliest
 // packet needing a WQE past what was acknowledged, up to the ACK's PSN. None there (the ACK
 // covers WRITEs or READs only): the ACK's PSN, as with at=+0.
-uint32_t InjectPort::rnr_psn(ReqFlow* fl, uint32_t ack_psn) const {
+uint32_t InjectPort::rnr_psn(ReqFlow* fl, uint32_t ack_psn, bool& found) const {
+    found = false;
     if (!fl) return ack_psn;
     uint32_t best = ack_psn;
     const uint32_t n = std::min(fl->nwqe, kWqePsns);
     for (uint32_t i = 0; i < n; ++i) {
         const uint32_t x = fl->wqe[(fl->nwqe - 1 - i) % kWqePsns];
         if (psn_diff(x, ack_psn) > 0 || (fl->acked_valid && psn_diff(x, fl->acked) <= 0)) continue;
-        if (psn_diff(x, best) < 0) best = x;
+        if (!found || psn_diff(x, best) < 0) best = x;
+        found = true;
     }
     return best;
 }
@@ -755,9 +773,13 @@ bool InjectPort::forge(const ActiveRule& r, const Frame& f, ReqFlow* fl, Frame& 
     if (!pkt::decoded_all(e)) return false;
     pkt::Headers h = pk.h;
     const InjectRule& s = r.spec;
-    const uint32_t msn = pk.op->has(pkt::Ext::aeth) ? h.aeth.msn : 0;
+    uint32_t msn = pk.op->has(pkt::Ext::aeth) ? h.aeth.msn : 0;
     if (s.action == InjectAction::rnr && !s.at_given) {
-        h.bth.psn = rnr_psn(fl, h.bth.psn);
+        const uint32_t ack_psn = h.bth.psn;
+        bool found = false;
+        h.bth.psn = rnr_psn(fl, ack_psn, found);
+        // The MSN of the last message completed (IBTA 9.7.5.1): not those from the NAK's PSN on.
+        if (found) msn = (msn - ends_between(*fl, h.bth.psn, ack_psn)) & 0xFFFFFF;
         if (fl && !s.add) {  // the requester will take the NAK as acknowledging what is before it
             fl->acked = (h.bth.psn - 1) & 0xFFFFFF;
             fl->acked_valid = true;

@@ -235,6 +235,8 @@ private:
         uint32_t acked = 0;       // the latest PSN a response acknowledged
         std::array<uint32_t, kWqePsns> wqe{};
         uint32_t nwqe = 0;
+        std::array<uint32_t, kWqePsns> ends{};  // the latest PSNs that ended a message (distinct)
+        uint32_t nends = 0;
     };
     struct PendingNote {
         int64_t idx = 0;      // the frame's place in the burst the caller captures
@@ -252,7 +254,8 @@ private:
     bool forge(const ActiveRule& r, const Frame& f, ReqFlow* fl, Frame& g);
     void track_request(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k);
     ReqFlow* response_flow(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k);
-    uint32_t rnr_psn(ReqFlow* fl, uint32_t ack_psn) const;
+    uint32_t rnr_psn(ReqFlow* fl, uint32_t ack_psn, bool& found) const;
+    static uint32_t ends_between(const ReqFlow& fl, uint32_t from, uint32_t to);
     static uint32_t acked_by(const uint8_t* p, const FrameLoc& l, const FrameKey& k);
     bool copy(const Frame& f, Frame& g);
     bool hold(const ActiveRule& r, InjectDir d, const Frame& f, uint32_t qp);

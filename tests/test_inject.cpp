@@ -463,7 +463,8 @@ TEST_CASE("inject: a forged RNR NAK names the packet a responder could not take 
         REQUIRE(n == 1);
         p.free(f[0]);
     };
-    // Our ACK of `psn`; what went on the wire: (PSN, AETH syndrome).
+    // Our ACK of `psn` (MSN 9); what went on the wire: (PSN, AETH syndrome), its MSN in last_msn.
+    uint32_t last_msn = 0;
     auto ack = [&](uint32_t psn, uint32_t qp = 0x22) {
         auto b = frame(o::acknowledge, psn, qp);
         pkt::Packet pk = parsed(b);
@@ -476,6 +477,7 @@ TEST_CASE("inject: a forged RNR NAK names the packet a responder could not take 
         send(p, rec, b);
         const auto a = parsed(rec.sent.back());
         CHECK(a.h.ip4.dst == 0xC6120002);
+        last_msn = a.h.aeth.msn;
         return std::pair<uint32_t, uint8_t>{a.h.bth.psn, a.h.aeth.syndrome};
     };
     const uint8_t rnr14 = pkt::aeth_syndrome(pkt::AethType::rnr_nak, 14), rnr1 = pkt::aeth_syndrome(pkt::AethType::rnr_nak, 1);
@@ -486,22 +488,26 @@ TEST_CASE("inject: a forged RNR NAK names the packet a responder could not take 
     for (int i = 0; i < 2; ++i) {
         rx(o::send_first, 100), rx(o::send_middle, 101), rx(o::send_last, 102);
         CHECK(ack(102) == std::pair<uint32_t, uint8_t>{100, rnr14});
+        CHECK(last_msn == 8);  // the SEND not completed: the MSN before it (IBTA 9.7.5.1)
     }
     rx(o::send_first, 100), rx(o::send_middle, 101), rx(o::send_last, 102);
     CHECK(ack(102) == std::pair<uint32_t, uint8_t>{102, 0x1F});  // count=2 spent: the real ACK
     // A WRITE (no WQE: acknowledged by the NAK), then a SEND Only: the SEND's PSN.
     rx(o::write_first, 103), rx(o::write_last, 104), rx(o::send_only, 105);
     CHECK(ack(105) == std::pair<uint32_t, uint8_t>{105, rnr1});
+    CHECK(last_msn == 8);  // the WRITE completed, the SEND not
     rx(o::send_only, 105);
     CHECK(ack(105).second == 0x1F);
     // A WRITE with Immediate of 2 packets: the packet with the immediate, its Last.
     rx(o::write_first, 106), rx(o::write_last_imm, 107);
     CHECK(ack(107) == std::pair<uint32_t, uint8_t>{107, rnr1});
+    CHECK(last_msn == 8);
     rx(o::write_last_imm, 107);
     CHECK(ack(107).second == 0x1F);
     // A WRITE Only needs no WQE: the ACK's PSN.
     rx(o::write_only, 108);
     CHECK(ack(108) == std::pair<uint32_t, uint8_t>{108, rnr1});
+    CHECK(last_msn == 9);  // at the ACK's PSN: its MSN
     // at=+0: the ACK's PSN, as asked.
     rx(o::send_first, 109), rx(o::send_middle, 110), rx(o::send_last, 111);
     CHECK(ack(111) == std::pair<uint32_t, uint8_t>{111, rnr1});
