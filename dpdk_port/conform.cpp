@@ -424,7 +424,7 @@ void ConformMonitor::on_restart(Ctx& c, Flow& f) {
             ++f.retry_n;
         else
             f.retry_n = 1, f.retry_psn = psn;
-        if (f.retry_n > cfg_.retry_cnt) {
+        if (f.retry_n == uint32_t(cfg_.retry_cnt) + 1) {  // once, at the first retry too many
             Violation v = c.v(ConfRule::retry_count);
             v.a = f.retry_n;
             v.b = cfg_.retry_cnt;
@@ -764,10 +764,20 @@ bool conform_pcap(const std::string& path, ConformMonitor& mon, std::vector<Viol
         err = rd.error();
         return false;
     }
+    // A capture taken above event injection holds tx frames that never reached the wire.
+    std::vector<uint64_t> unsent;
+    for (const auto& [frame, text] : read_notes(path))
+        if (text.find(": not sent") != std::string::npos) unsent.push_back(frame);  // std::map: in order
     mon.set_sink(&collect, &out);
     PcapFrame fr;
     uint64_t n = 0;
-    while (rd.next(fr)) mon.frame(fr.data, fr.ts_ns, ++n);
+    size_t u = 0;
+    while (rd.next(fr)) {
+        ++n;
+        while (u < unsent.size() && unsent[u] < n) ++u;
+        if (u < unsent.size() && unsent[u] == n) continue;
+        mon.frame(fr.data, fr.ts_ns, n);
+    }
     mon.set_sink(nullptr, nullptr);
     if (!rd.error().empty()) {
         err = path + ": read error after " + std::to_string(n) + " frames: " + rd.error();

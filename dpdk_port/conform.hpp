@@ -149,7 +149,10 @@ private:
 };
 
 // Offline: every frame of a pcap file through a monitor; its violations appended to `out`.
-// False with `err` when the file cannot be read (missing, not a pcap, not Ethernet, a read error).
+// A frame the capture's notes (FILE.pcap.notes, docs/inject.md) say an injection rule kept off
+// the wire ("...: not sent": a tx drop, a withheld ACK, a frame replaced by a forged one) is
+// skipped, its number kept: the peer never saw it. False with `err` when the file cannot be read
+// (missing, not a pcap, not Ethernet, a read error).
 bool conform_pcap(const std::string& path, ConformMonitor& mon, std::vector<Violation>& out, std::string& err);
 // A rule by its id ("resp.unsolicited"); false when there is none.
 bool rule_from_id(std::string_view id, ConfRule& out);

@@ -98,6 +98,7 @@ InjectError parse_at(std::string_view val, InjectRule& r, std::string& msg) {
         return fail(msg, InjectError::out_of_range, "at=" + v + (rel ? ": a relative PSN within 2^23" : ": a 24-bit PSN"));
     r.at = rel && val[0] == '-' ? -int64_t(n) : int64_t(n);
     r.at_rel = rel;
+    r.at_given = true;
     return InjectError::ok;
 }
 
@@ -283,7 +284,8 @@ std::string to_string(const InjectRule& r) {
     if (r.action == InjectAction::unexpected_op) s += std::string(" opcode=") + pkt::opcode_info(r.new_opcode).id;
     if (is_forged(r.action)) {
         if (r.at_rel) {
-            if (r.at) s += std::string(" at=") + (r.at > 0 ? "+" : "-") + std::to_string(r.at > 0 ? r.at : -r.at);
+            if (r.at || (r.at_given && r.action == InjectAction::rnr))
+                s += std::string(" at=") + (r.at >= 0 ? "+" : "-") + std::to_string(r.at >= 0 ? r.at : -r.at);
         } else {
             s += " at=" + std::to_string(r.at);
         }
@@ -368,6 +370,7 @@ struct InjectPort::RuleSet {
     std::vector<std::shared_ptr<ActiveRule>> rules;
     std::vector<ActiveRule*> by_dir[2];  // the data path's view, in rule order
     bool rounds[2] = {false, false};
+    bool track[2] = {false, false};  // requests of this direction followed for an rnr rule (other way)
 };
 
 InjectPort::InjectPort(Port& inner, const Clock& clock) : inner_(inner), clock_(clock) {}
@@ -415,6 +418,7 @@ uint32_t InjectPort::add(std::string_view text, std::string& msg, InjectError* e
         const int d = p->spec.dir == InjectDir::tx ? 0 : 1;
         s->by_dir[d].push_back(p.get());
         s->rounds[d] |= p->spec.round != 0;
+        s->track[1 - d] |= p->spec.action == InjectAction::rnr && !p->spec.at_given;
     }
     publish(std::move(s));
     return id;
@@ -434,6 +438,7 @@ bool InjectPort::del(uint32_t id) {
         const int d = p->spec.dir == InjectDir::tx ? 0 : 1;
         s->by_dir[d].push_back(p.get());
         s->rounds[d] |= p->spec.round != 0;
+        s->track[1 - d] |= p->spec.action == InjectAction::rnr && !p->spec.at_given;
     }
     if (found) publish(std::move(s));
     return found;
@@ -590,6 +595,112 @@ const char* forged_name(InjectAction a) {
 
 }  // namespace
 
+namespace {
+
+int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t((a - b) << 8) >> 8; }
+
+// The requester's address of a request (its source) or of a response (its destination).
+const uint8_t* requester_addr(const uint8_t* p, const FrameLoc& l, bool request) {
+    if (l.v6) return p + l.l3 + (request ? 8 : 24);
+    return p + l.l3 + (request ? 12 : 16);
+}
+
+bool same_addr(const std::array<uint8_t, 16>& a, const uint8_t* b, bool v6) {
+    return std::memcmp(a.data() + (v6 ? 0 : 12), b, v6 ? 16 : 4) == 0;
+}
+
+}  // namespace
+
+// Requests followed for an rnr rule without at=: per flow, the PSN range seen and the latest PSNs
+// at which a responder takes a receive WQE. A SEND takes it at its First or Only packet, an RDMA
+// WRITE with Immediate at the packet with the immediate (its Last or Only: a WRITE First does not
+// say the message will have one); nothing else needs one (IBTA 9.7.5.2.8).
+// A linear scan of the flows in use: one or a few while a probe runs, 64 at most.
+void InjectPort::track_request(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k) {
+    const pkt::OpcodeInfo& oi = pkt::opcode_info(k.opcode);
+    if (!oi.valid() || !oi.request || oi.transport != pkt::Transport::rc) return;
+    const uint8_t* a = requester_addr(p, l, true);
+    ReqFlow* fl = nullptr;
+    for (uint32_t i = 0; i < nreq_flows_ && !fl; ++i) {
+        ReqFlow& x = req_flows_[i];
+        if (x.dir == d && x.v6 == l.v6 && x.qp == k.qp && same_addr(x.src, a, l.v6)) fl = &x;
+    }
+    if (!fl) {
+        fl = &req_flows_[nreq_flows_ < kReqFlows ? nreq_flows_++ : req_next_++ % kReqFlows];
+        *fl = ReqFlow{};
+        fl->dir = d;
+        fl->v6 = l.v6;
+        fl->qp = k.qp;
+        std::memcpy(fl->src.data() + (l.v6 ? 0 : 12), a, l.v6 ? 16 : 4);
+        fl->lo = fl->hi = k.psn;
+    }
+    if (psn_diff(k.psn, fl->hi) > 0) fl->hi = k.psn;
+    const bool wqe = (oi.kind == pkt::Kind::send && oi.is_first()) ||
+                     (oi.kind == pkt::Kind::rdma_write && oi.has(pkt::Ext::immdt));
+    if (wqe) fl->wqe[fl->nwqe++ % kWqePsns] = k.psn;
+    // Where messages end (a READ or an atomic request is one packet), for the MSN: a message
+    // resent is not counted twice.
+    if (oi.is_last() || oi.pos == pkt::Position::none) {
+        const uint32_t n = std::min(fl->nends, kWqePsns);
+        bool seen = false;
+        for (uint32_t i = 0; i < n && !seen; ++i) seen = fl->ends[i] == k.psn;
+        if (!seen) fl->ends[fl->nends++ % kWqePsns] = k.psn;
+    }
+}
+
+// The messages of a flow that ended at a PSN in [from, to].
+uint32_t InjectPort::ends_between(const ReqFlow& fl, uint32_t from, uint32_t to) {
+    uint32_t c = 0;
+    const uint32_t n = std::min(fl.nends, kWqePsns);
+    for (uint32_t i = 0; i < n; ++i) c += psn_diff(fl.ends[i], from) >= 0 && psn_diff(fl.ends[i], to) <= 0;
+    return c;
+}
+
+// The request flow a response with an AETH answers: the one whose responses went to this QP
+// before, else the one from that address whose PSNs seen take in the response's (then learnt).
+InjectPort::ReqFlow* InjectPort::response_flow(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k) {
+    const pkt::OpcodeInfo& oi = pkt::opcode_info(k.opcode);
+    if (!oi.valid() || oi.request || !oi.has(pkt::Ext::aeth) || oi.transport != pkt::Transport::rc) return nullptr;
+    const InjectDir rd = d == InjectDir::tx ? InjectDir::rx : InjectDir::tx;
+    const uint8_t* a = requester_addr(p, l, false);
+    ReqFlow* guess = nullptr;
+    for (uint32_t i = 0; i < nreq_flows_; ++i) {
+        ReqFlow& x = req_flows_[i];
+        if (x.dir != rd || x.v6 != l.v6 || !same_addr(x.src, a, l.v6)) continue;
+        if (x.peer_known && x.peer_qp == k.qp) return &x;
+        if (!x.peer_known && !guess && psn_diff(k.psn, x.lo) >= 0 && psn_diff(k.psn, x.hi) <= 0) guess = &x;
+    }
+    if (guess) {
+        guess->peer_known = true;
+        guess->peer_qp = k.qp;
+    }
+    return guess;
+}
+
+// What a responder out of receive WQEs NAKs instead of the ACK of `ack_psn`: the request packet it
+// could not take (IBTA 9.7.5.2.8: the RNR NAK carries the PSN of that request), i.e. the earliest
+// packet needing a WQE past what was acknowledged, up to the ACK's PSN. None there (the ACK
+// covers WRITEs or READs only): the ACK's PSN, as with at=+0.
+uint32_t InjectPort::rnr_psn(ReqFlow* fl, uint32_t ack_psn, bool& found) const {
+    found = false;
+    if (!fl) return ack_psn;
+    uint32_t best = ack_psn;
+    const uint32_t n = std::min(fl->nwqe, kWqePsns);
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t x = fl->wqe[(fl->nwqe - 1 - i) % kWqePsns];
+        if (psn_diff(x, ack_psn) > 0 || (fl->acked_valid && psn_diff(x, fl->acked) <= 0)) continue;
+        if (!found || psn_diff(x, best) < 0) best = x;
+        found = true;
+    }
+    return best;
+}
+
+// The PSN a response acknowledges: an ACK's own, every request before a NAK's (IBTA 9.7.5.1.3).
+uint32_t InjectPort::acked_by(const uint8_t* p, const FrameLoc& l, const FrameKey& k) {
+    const uint8_t syn = p[l.bth + pkt::kBthLen];
+    return ((syn & 0x60) == 0 ? k.psn : k.psn - 1) & 0xFFFFFF;
+}
+
 uint32_t InjectPort::round(InjectDir d, const FrameKey& k) {
     Round& e = rounds_[size_t(d)][((k.qp * 0x9E3779B1u) ^ (k.psn * 0x85EBCA6Bu)) >> (32 - 12)];
     if (e.n && e.qp == k.qp && e.psn == k.psn) return ++e.n;
@@ -653,16 +764,29 @@ bool InjectPort::copy(const Frame& f, Frame& g) {
     return true;
 }
 
-// A response built from the matched frame's addresses, destination QP and PSN (or at=).
-bool InjectPort::forge(const ActiveRule& r, const Frame& f, Frame& g) {
+// A response built from the matched frame's addresses, destination QP and PSN (or at=; an RNR NAK
+// without at=: rnr_psn).
+bool InjectPort::forge(const ActiveRule& r, const Frame& f, ReqFlow* fl, Frame& g) {
     pkt::Packet pk;
     const pkt::ParseOptions po{false, false, false};
     const pkt::ParseError e = pkt::parse({f.data, f.len}, pk, po);
     if (!pkt::decoded_all(e)) return false;
     pkt::Headers h = pk.h;
     const InjectRule& s = r.spec;
-    const uint32_t msn = pk.op->has(pkt::Ext::aeth) ? h.aeth.msn : 0;
-    h.bth.psn = uint32_t(s.at_rel ? int64_t(h.bth.psn) + s.at : s.at) & 0xFFFFFF;
+    uint32_t msn = pk.op->has(pkt::Ext::aeth) ? h.aeth.msn : 0;
+    if (s.action == InjectAction::rnr && !s.at_given) {
+        const uint32_t ack_psn = h.bth.psn;
+        bool found = false;
+        h.bth.psn = rnr_psn(fl, ack_psn, found);
+        // The MSN of the last message completed (IBTA 9.7.5.1): not those from the NAK's PSN on.
+        if (found) msn = (msn - ends_between(*fl, h.bth.psn, ack_psn)) & 0xFFFFFF;
+        if (fl && !s.add) {  // the requester will take the NAK as acknowledging what is before it
+            fl->acked = (h.bth.psn - 1) & 0xFFFFFF;
+            fl->acked_valid = true;
+        }
+    } else {
+        h.bth.psn = uint32_t(s.at_rel ? int64_t(h.bth.psn) + s.at : s.at) & 0xFFFFFF;
+    }
     h.bth.se = h.bth.ack_req = false;
     h.udp.checksum = 0;
     h.bth.opcode = pkt::op::rc | pkt::op::acknowledge;
@@ -723,7 +847,8 @@ void InjectPort::release_held(InjectDir d, uint32_t bound, bool qp_event, uint32
     held_now_.store(hold_n_, std::memory_order_relaxed);
 }
 
-bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, const FrameKey& k, int64_t idx) {
+bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, const FrameKey& k, int64_t idx,
+                       ReqFlow* fl) {
     const bool tx = d == InjectDir::tx;
     const InjectRule& s = r.spec;
     Frame g;
@@ -733,6 +858,7 @@ bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, 
         if (tx) note(idx, &r, r.id, "dropped: not sent");
         else capture_own(f, r, "dropped: not delivered");
         inner_.free(f);
+        consumed_ = true;
         return true;
     case InjectAction::duplicate:
         if (!copy(f, g)) return false;
@@ -778,7 +904,7 @@ bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, 
         break;
     }
     // forged responses
-    if (!forge(r, f, g)) return false;
+    if (!forge(r, f, fl, g)) return false;
     const char* what = forged_name(s.action);
     if (s.add) {
         out(d, f);
@@ -786,6 +912,7 @@ bool InjectPort::apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, 
         if (tx) note(idx, &r, r.id, "replaced by a forged frame: not sent");
         else capture_own(f, r, "replaced by a forged frame: not delivered");
         inner_.free(f);
+        consumed_ = true;
     }
     if (tx) capture_own(g, r, what);
     else note(rx_n_, &r, r.id, what);
@@ -798,12 +925,18 @@ void InjectPort::process(const RuleSet* s, InjectDir d, Frame& f, int64_t idx) {
     if (!s || !locate(f.data, f.len, l)) return out(d, f);
     const FrameKey k = key_of(f.data, l);
     const uint32_t rd = s->rounds[size_t(d)] ? round(d, k) : 0;
+    // Followed for an rnr rule without at=: this direction's requests, the other's responses.
+    ReqFlow* fl = nullptr;
+    uint32_t acked = 0;
+    if (s->track[size_t(d)]) track_request(d, f.data, l, k);
+    if (s->track[1 - size_t(d)] && (fl = response_flow(d, f.data, l, k))) acked = acked_by(f.data, l, k);
     const uint32_t bound = hold_n_;
     bool taken = false;
+    consumed_ = false;
     for (ActiveRule* r : s->by_dir[size_t(d)]) {
         if (!r->test(k, rd)) continue;
         not_applied_ = false;
-        taken = apply(*r, d, f, l, k, idx);
+        taken = apply(*r, d, f, l, k, idx, fl);
         if (taken) {
             if (!not_applied_) bump(fired_);
         } else {
@@ -813,6 +946,10 @@ void InjectPort::process(const RuleSet* s, InjectDir d, Frame& f, int64_t idx) {
         break;
     }
     if (!taken) out(d, f);
+    if (fl && !(taken && consumed_) && (!fl->acked_valid || psn_diff(acked, fl->acked) > 0)) {
+        fl->acked = acked;  // the response went on: the requester gets it
+        fl->acked_valid = true;
+    }
     if (bound) release_held(d, bound, true, k.qp);
 }
 

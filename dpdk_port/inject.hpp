@@ -89,6 +89,7 @@ struct InjectRule {
     uint8_t timer = 1;          // rnr: the RNR NAK timer code (IBTA table 45)
     bool at_rel = true;         // forged PSN: matched PSN + at (at_rel) or at itself
     int64_t at = 0;
+    bool at_given = false;      // rnr without at=: the PSN a responder would NAK (InjectPort::rnr_psn)
     bool add = false;           // forged: sent in addition to the matched frame (else instead)
     uint8_t new_opcode = 0x10;  // unexpected-op
 };
@@ -173,6 +174,8 @@ public:
     static constexpr uint32_t kHold = 256;     // frames delayed or held for reordering
     static constexpr uint32_t kBacklog = 256;  // frames for the inner port it did not take yet
     static constexpr uint32_t kRounds = 4096;  // (QP, PSN) pairs remembered per direction
+    static constexpr uint32_t kReqFlows = 64;  // request flows an rnr rule without at= follows
+    static constexpr uint32_t kWqePsns = 8;    // per flow: the latest PSNs that need a receive WQE
 
     // `inner` and `clock` must outlive the InjectPort.
     InjectPort(Port& inner, const Clock& clock);
@@ -220,6 +223,21 @@ private:
     struct Round {
         uint32_t qp = 0, psn = 0, n = 0;
     };
+    // One direction of an RC connection as its requests cross the port (kept only while an rnr
+    // rule without at= is set): where a receive WQE is needed, what was acknowledged.
+    struct ReqFlow {
+        std::array<uint8_t, 16> src{};  // the requester's address (IPv4 in the last 4 bytes)
+        InjectDir dir = InjectDir::tx;  // the requests'
+        bool v6 = false, peer_known = false, acked_valid = false;
+        uint32_t qp = 0;       // the requests' destination QP (the responder's)
+        uint32_t peer_qp = 0;  // the responses' destination QP (the requester's), learnt
+        uint32_t lo = 0, hi = 0;  // the first and the highest request PSN seen
+        uint32_t acked = 0;       // the latest PSN a response acknowledged
+        std::array<uint32_t, kWqePsns> wqe{};
+        uint32_t nwqe = 0;
+        std::array<uint32_t, kWqePsns> ends{};  // the latest PSNs that ended a message (distinct)
+        uint32_t nends = 0;
+    };
     struct PendingNote {
         int64_t idx = 0;      // the frame's place in the burst the caller captures
         const char* text = nullptr;
@@ -232,8 +250,13 @@ private:
     void publish(std::unique_ptr<RuleSet> s);  // writers, under mu_
     uint32_t round(InjectDir d, const FrameKey& k);
     void process(const RuleSet* s, InjectDir d, Frame& f, int64_t idx);
-    bool apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, const FrameKey& k, int64_t idx);
-    bool forge(const ActiveRule& r, const Frame& f, Frame& g);
+    bool apply(ActiveRule& r, InjectDir d, Frame& f, const FrameLoc& l, const FrameKey& k, int64_t idx, ReqFlow* fl);
+    bool forge(const ActiveRule& r, const Frame& f, ReqFlow* fl, Frame& g);
+    void track_request(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k);
+    ReqFlow* response_flow(InjectDir d, const uint8_t* p, const FrameLoc& l, const FrameKey& k);
+    uint32_t rnr_psn(ReqFlow* fl, uint32_t ack_psn, bool& found) const;
+    static uint32_t ends_between(const ReqFlow& fl, uint32_t from, uint32_t to);
+    static uint32_t acked_by(const uint8_t* p, const FrameLoc& l, const FrameKey& k);
     bool copy(const Frame& f, Frame& g);
     bool hold(const ActiveRule& r, InjectDir d, const Frame& f, uint32_t qp);
     void release_held(InjectDir d, uint32_t bound, bool qp_event, uint32_t qp);
@@ -262,11 +285,15 @@ private:
     uint32_t back_head_ = 0, back_n_ = 0;
     std::array<std::array<Round, kRounds>, 2> rounds_{};
     std::array<Frame, kBacklog> stage_{};
+    std::array<ReqFlow, kReqFlows> req_flows_{};
+    uint32_t nreq_flows_ = 0;  // used from the front; when full the oldest slot is reused
+    uint32_t req_next_ = 0;
     Frame* rx_out_ = nullptr;
     uint32_t rx_n_ = 0, rx_cap_ = 0;
     std::array<PendingNote, kBacklog> notes_{};
     uint32_t nnotes_ = 0;
     bool not_applied_ = false;  // apply(): the frame passed untouched (corrupt of a missing header)
+    bool consumed_ = false;     // apply(): the frame did not go on (dropped, replaced by a forged one)
     std::atomic<uint64_t> fired_{0}, no_buffer_{0}, not_applicable_{0};
     std::atomic<uint32_t> held_now_{0};
 };

@@ -287,7 +287,7 @@ def run_one(a, name, rule, out):
     fr = frames(pc) if os.path.exists(pc) else []
     nt = notes(pc)
     me = a.attach.split("--ip")[1].split()[0].split("/")[0] if "--ip" in a.attach else ""
-    conf = subprocess.run([a.hcaemu, "conform", "--json", pc], capture_output=True, text=True, timeout=60)
+    conf = subprocess.run([a.hcaemu, "conform", "--json", "--retry-cnt", str(RETRY_CNT), pc], capture_output=True, text=True, timeout=60)
     lines = [json.loads(x) for x in conf.stdout.splitlines() if x.startswith("{")]
     viol = [x for x in lines if "rule" in x]
     svg = os.path.join(out, f"{name}.svg")

@@ -310,6 +310,87 @@ TEST_CASE("conform: retransmission", "[conform]") {
     }
 }
 
+namespace {
+
+// A SEND of 4 packets (PSN 100..103, as rxe sends 4 KiB at MTU 1024) never acknowledged, sent again
+// whole `retries` times, 68 ms apart (timeouts). With `acks`, B's ACK of each transmission is in
+// the capture too, after it (a capture taken above injection: the withheld ACKs are its frames).
+std::vector<Fr> send_retried(uint32_t retries, bool acks) {
+    std::vector<Fr> v;
+    static constexpr uint8_t kOps[4] = {op::send_first, op::send_middle, op::send_middle, op::send_last};
+    for (uint32_t r = 0; r <= retries; ++r) {
+        const uint64_t t = 10 + uint64_t(r) * 68000;
+        for (uint32_t i = 0; i < 4; ++i) v.push_back(rc(true, kOps[i], 100 + i, 1024, t + i));
+        if (acks)
+            v.push_back(rc(false, op::acknowledge, 103, 0, t + 10,
+                           [](pkt::Headers& h) { h.aeth = aeth(pkt::AethType::ack, 31, 1); }));
+    }
+    return v;
+}
+
+}  // namespace
+
+// IBTA 9.7.5.2: retry_cnt 7 allows 7 retries; the 8th is one too many, named once.
+TEST_CASE("conform: retx.count, a SEND retried after timeouts with no ACK", "[conform]") {
+    SECTION("7 retries: none") { CHECK(run(send_retried(7, false)).empty()); }
+    SECTION("8 retries: one, at the 8th retry's first packet") {
+        one(send_retried(8, false), ConfRule::retry_count, 4 + 7 * 4 + 1, 100);
+    }
+    SECTION("20 retries (rxe: retry_cnt 7 is for ever): still one, at the 8th") {
+        const auto vs = run(send_retried(20, false));
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].rule == ConfRule::retry_count);
+        CHECK(vs[0].frame == 4 + 7 * 4 + 1);
+        CHECK(vs[0].a == 8);
+        CHECK(vs[0].b == 7);
+    }
+    SECTION("retry_cnt 0: the first retry") {
+        port::ConformConfig cfg;
+        cfg.retry_cnt = 0;
+        one(send_retried(3, false), ConfRule::retry_count, 5, 100, cfg);
+    }
+}
+
+// A capture taken above event injection (the probe's): every ACK of the responder is in it, noted
+// "not sent" (ack-withhold). The requester never saw one: its retries count.
+TEST_CASE("conform: offline reader, ACKs withheld by injection are not on the wire", "[conform]") {
+    const auto dir = std::filesystem::temp_directory_path() / ("conform_test_w" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "withheld.pcap").string();
+    auto write = [&](uint32_t retries) {
+        port::PcapWriter w(path);
+        REQUIRE(w.ok());
+        REQUIRE(w.enable_notes());
+        for (const Fr& f : send_retried(retries, true)) {
+            w.write(f.b, f.ts);
+            if (f.b[pkt::kEthLen + 28] == op::acknowledge)
+                w.note(w.frames(), 1, "ack-withhold dir=tx op=ack count=all", "dropped: not sent");
+        }
+    };
+    port::ConformMonitor mon;
+    std::vector<Violation> vs;
+    std::string err;
+    write(7);
+    REQUIRE(port::conform_pcap(path, mon, vs, err));
+    CHECK(vs.empty());
+    CHECK(mon.stats().frames == 8 * 4);  // the 8 ACKs skipped
+    write(10);
+    port::ConformMonitor mon2;
+    REQUIRE(port::conform_pcap(path, mon2, vs, err));
+    for (const Violation& v : vs) UNSCOPED_INFO(port::describe(v, pkt::Lang::en));
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].rule == ConfRule::retry_count);
+    CHECK(vs[0].frame == 8 * 5 + 1);  // the capture's numbering, ACK frames included
+    CHECK(vs[0].psn == 100);
+    // Without the notes the ACKs count: each acknowledges PSN 103, no retry is one too many.
+    std::filesystem::remove(port::notes_path(path));
+    port::ConformMonitor mon3;
+    vs.clear();
+    REQUIRE(port::conform_pcap(path, mon3, vs, err));
+    CHECK(vs.empty());
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("conform: offline reader, a capture file", "[conform]") {
     const auto dir = std::filesystem::temp_directory_path() / ("conform_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);

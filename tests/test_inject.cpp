@@ -438,6 +438,103 @@ struct Seen {
     uint64_t t;
 };
 
+// IBTA 9.7.5.2.8: an RNR NAK carries the PSN of the request the responder could not take. A SEND
+// takes its receive WQE at its First (or Only) packet, an RDMA WRITE with Immediate at the packet
+// with the immediate; so an ACK replaced without at= names the earliest such packet not yet
+// acknowledged, up to the ACK's PSN (the ACK's own when there is none).
+TEST_CASE("inject: a forged RNR NAK names the packet a responder could not take a receive WQE for",
+          "[inject][action]") {
+    port::VirtualClock clk;
+    RecPort rec;
+    port::InjectPort p(rec, clk);
+    std::string msg;
+    REQUIRE(p.add("rnr dir=tx op=ack psn=102 count=2 timer=14", msg));
+    REQUIRE(p.add("rnr dir=tx op=ack psn=105", msg));
+    REQUIRE(p.add("rnr dir=tx op=ack psn=107", msg));
+    REQUIRE(p.add("rnr dir=tx op=ack psn=108", msg));
+    REQUIRE(p.add("rnr dir=tx op=ack psn=111 at=+0", msg));
+    CHECK(p.list()[4].text == "rnr dir=tx op=ack psn=111 count=1 timer=1 at=+0 mode=replace");
+    namespace o = pkt::op;
+    // The requester 198.18.0.2 sends to our QP 0x11 (rx); our responses go to its QP 0x22 (tx).
+    auto rx = [&](uint8_t opcode, uint32_t psn, uint32_t qp = 0x11) {
+        rec.rxq.push_back(frame(opcode, psn, qp, false, 64));
+        port::Frame f[4];
+        const uint16_t n = p.rx_burst(f, 4);
+        REQUIRE(n == 1);
+        p.free(f[0]);
+    };
+    // Our ACK of `psn` (MSN 9); what went on the wire: (PSN, AETH syndrome), its MSN in last_msn.
+    uint32_t last_msn = 0;
+    auto ack = [&](uint32_t psn, uint32_t qp = 0x22) {
+        auto b = frame(o::acknowledge, psn, qp);
+        pkt::Packet pk = parsed(b);
+        std::swap(pk.h.ip4.src, pk.h.ip4.dst);
+        pk.h.aeth.syndrome = 0x1F;
+        size_t len = 0;
+        b.resize(2048);
+        REQUIRE(pkt::build(pk.h, {}, b, len) == pkt::BuildError::ok);
+        b.resize(len);
+        send(p, rec, b);
+        const auto a = parsed(rec.sent.back());
+        CHECK(a.h.ip4.dst == 0xC6120002);
+        last_msn = a.h.aeth.msn;
+        return std::pair<uint32_t, uint8_t>{a.h.bth.psn, a.h.aeth.syndrome};
+    };
+    const uint8_t rnr14 = pkt::aeth_syndrome(pkt::AethType::rnr_nak, 14), rnr1 = pkt::aeth_syndrome(pkt::AethType::rnr_nak, 1);
+    // Another QP of the same requester, PSNs far away: learnt, never confused with the first.
+    rx(o::send_only, 50, 0x33);
+    CHECK(ack(50, 0x44) == std::pair<uint32_t, uint8_t>{50, 0x1F});
+    // A SEND of 3 packets: the NAK names its First, not the ACK's PSN (its Last); twice.
+    for (int i = 0; i < 2; ++i) {
+        rx(o::send_first, 100), rx(o::send_middle, 101), rx(o::send_last, 102);
+        CHECK(ack(102) == std::pair<uint32_t, uint8_t>{100, rnr14});
+        CHECK(last_msn == 8);  // the SEND not completed: the MSN before it (IBTA 9.7.5.1)
+    }
+    rx(o::send_first, 100), rx(o::send_middle, 101), rx(o::send_last, 102);
+    CHECK(ack(102) == std::pair<uint32_t, uint8_t>{102, 0x1F});  // count=2 spent: the real ACK
+    // A WRITE (no WQE: acknowledged by the NAK), then a SEND Only: the SEND's PSN.
+    rx(o::write_first, 103), rx(o::write_last, 104), rx(o::send_only, 105);
+    CHECK(ack(105) == std::pair<uint32_t, uint8_t>{105, rnr1});
+    CHECK(last_msn == 8);  // the WRITE completed, the SEND not
+    rx(o::send_only, 105);
+    CHECK(ack(105).second == 0x1F);
+    // A WRITE with Immediate of 2 packets: the packet with the immediate, its Last.
+    rx(o::write_first, 106), rx(o::write_last_imm, 107);
+    CHECK(ack(107) == std::pair<uint32_t, uint8_t>{107, rnr1});
+    CHECK(last_msn == 8);
+    rx(o::write_last_imm, 107);
+    CHECK(ack(107).second == 0x1F);
+    // A WRITE Only needs no WQE: the ACK's PSN.
+    rx(o::write_only, 108);
+    CHECK(ack(108) == std::pair<uint32_t, uint8_t>{108, rnr1});
+    CHECK(last_msn == 9);  // at the ACK's PSN: its MSN
+    // at=+0: the ACK's PSN, as asked.
+    rx(o::send_first, 109), rx(o::send_middle, 110), rx(o::send_last, 111);
+    CHECK(ack(111) == std::pair<uint32_t, uint8_t>{111, rnr1});
+    CHECK(rec.pool_free() == 64);
+
+    // dir=rx: the ACK our requester receives becomes the RNR NAK, for our own SEND's First.
+    RecPort rec2;
+    port::InjectPort q(rec2, clk);
+    REQUIRE(q.add("rnr dir=rx op=ack", msg));
+    for (uint32_t psn = 200; psn <= 202; ++psn)
+        send(q, rec2, frame(psn == 200 ? o::send_first : psn == 201 ? o::send_middle : o::send_last, psn, 0x11, false, 64));
+    auto b = frame(o::acknowledge, 202, 0x22);
+    pkt::Packet pk = parsed(b);
+    std::swap(pk.h.ip4.src, pk.h.ip4.dst);
+    size_t len = 0;
+    b.resize(2048);
+    REQUIRE(pkt::build(pk.h, {}, b, len) == pkt::BuildError::ok);
+    b.resize(len);
+    rec2.rxq.push_back(b);
+    port::Frame f[4];
+    REQUIRE(q.rx_burst(f, 4) == 1);
+    const auto n = parsed({f[0].data, f[0].data + f[0].len});
+    q.free(f[0]);
+    CHECK((n.h.bth.psn == 200 && n.h.aeth.syndrome == rnr1 && n.h.bth.dest_qp == 0x22));
+    CHECK(rec2.pool_free() == 64);
+}
+
 // Two HCAs, each on an InjectPort over its end of the wire; the wire's tap records what crossed.
 struct Pair {
     explicit Pair(SimConfig c) : clock(1'000'000'000), wire(c.wire, clock), cfg(c) {
@@ -628,6 +725,25 @@ TEST_CASE("inject on the wire: a forged RNR NAK -> the requester waits the RNR t
     CHECK(p.seen[2].t - p.seen[1].t >= transport::rnr_timer_ns(14));
     CHECK(p.ctr(0, Counter::rcvd_rnr_err) == 1);
     CHECK(p.ctr(1, Counter::duplicate_request) == 1);
+}
+
+TEST_CASE("inject on the wire: an RNR NAK instead of the ACK of a 3-packet SEND names its First; resent from there, once",
+          "[inject][wire]") {
+    Pair p(cfg0());  // path MTU 1024
+    p.rule(1, "rnr dir=tx op=ack timer=14");
+    p.fill(0, 3000, 6);
+    REQUIRE(p.post_recv(1, 4096, 3000, 50) == Status::ok);
+    REQUIRE(p.post(0, WrOpcode::send, 0, 3000, 0, 9) == Status::ok);
+    REQUIRE(p.wait_cqes(1, 1));
+    CHECK(p.cqes[0][0].status == WcStatus::success);
+    CHECK(p.cqes[1].size() == 1);
+    CHECK(std::memcmp(p.side[1].mem.data() + 4096, p.side[0].mem.data(), 3000) == 0);
+    REQUIRE(p.seq() == "0:RC_SEND_FIRST@0 0:RC_SEND_MIDDLE@1 0:RC_SEND_LAST@2 1:RC_ACKNOWLEDGE@0 "
+                       "0:RC_SEND_FIRST@0 0:RC_SEND_MIDDLE@1 0:RC_SEND_LAST@2 1:RC_ACKNOWLEDGE@2 ");
+    CHECK(p.seen[3].syndrome == pkt::aeth_syndrome(pkt::AethType::rnr_nak, 14));
+    CHECK(p.seen[7].syndrome != p.seen[3].syndrome);
+    CHECK(p.seen[4].t - p.seen[3].t >= transport::rnr_timer_ns(14));
+    CHECK(p.ctr(0, Counter::rcvd_rnr_err) == 1);
 }
 
 TEST_CASE("inject on the wire: a ghost ACK for a PSN not yet sent is ignored by the requester", "[inject][wire]") {

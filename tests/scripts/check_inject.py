@@ -149,17 +149,23 @@ def check_ecn_dup(h, tmp):
 
 
 def check_rnr(h, tmp):
-    # The server answers the client's first message with a forged RNR NAK (timer 1: 10 us) instead
-    # of its ACK: the client sends the message again, the server's HCA counts a duplicate.
-    ps, pc, d, _ = pair(h, tmp, "rnr", 64, 3, inj_s=["rnr dir=tx op=ack timer=1"])
+    # The server answers the client's first message (4 packets) with a forged RNR NAK (timer 1: 10
+    # us) instead of its ACK: the NAK names the message's First PSN, where a responder out of
+    # receive WQEs stops (IBTA 9.7.5.2.8), not the ACK's (its Last); the client sends the message
+    # again from there, the server's HCA counts duplicates.
+    ps, pc, d, _ = pair(h, tmp, "rnr", 4096, 3, inj_s=["rnr dir=tx op=ack timer=1"])
     cli = frames(pc)
     from_s = sent_by(cli, MAC_S)
     rnr = [f for f in from_s if f["op"] == ACK and f["syn"] == 0x21]
-    sends = [f["psn"] for f in sent_by(cli, MAC_C) if f["op"] == SEND_ONLY]
-    expect("rnr: the client received one RNR NAK (timer 1) for its first SEND's PSN",
-           len(rnr) == 1 and sends and rnr[0]["psn"] == sends[0], f"{rnr} {sends}\n{d}")
-    expect("rnr: the client sent its first SEND twice, then each other once",
-           len(sends) == 4 and sends[0] == sends[1] and sends[2] == sends[1] + 1 and sends[3] == sends[2] + 1, f"{sends}")
+    got = [(f["op"], f["psn"]) for f in sent_by(cli, MAC_C) if f["op"] in (SEND_FIRST, SEND_MIDDLE, SEND_LAST)]
+    first = got[0][1] if got else None
+    expect("rnr: the client received one RNR NAK (timer 1), for its first message's First PSN",
+           len(rnr) == 1 and got and got[0][0] == SEND_FIRST and rnr[0]["psn"] == first, f"{rnr} {got[:8]}\n{d}")
+    msg = [(SEND_FIRST, 0), (SEND_MIDDLE, 1), (SEND_MIDDLE, 2), (SEND_LAST, 3)]
+    want = ([(o, first + i) for o, i in msg] * 2 + [(o, first + 4 + i) for o, i in msg]
+            + [(o, first + 8 + i) for o, i in msg]) if first is not None else None
+    expect("rnr: the client sent its first message twice, from its First PSN, then each other once",
+           got == want, f"{got}")
     n = notes(ps)
     expect("rnr: the server's capture has the forged NAK and the replaced ACK, noted",
            len(n) == 2 and any("forged RNR NAK" in v for v in n.values()) and

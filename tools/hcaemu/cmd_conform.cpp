@@ -21,6 +21,7 @@ constexpr const char* kHelp =
     "port per QP, CNP pacing. Connections are learnt from the capture, both directions: it may\n"
     "be a capture of two other devices. Each violation: the frame, addresses, QP, PSN, the\n"
     "message, the rule's id and its place in the spec (docs/conform.md lists the rules).\n"
+    "Frames the capture's injection notes (FILE.pcap.notes) say were not sent are skipped.\n"
     "\n"
     "options:\n"
     "  --json              one JSON object per violation, then one summary object\n"
