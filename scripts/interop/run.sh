@@ -11,7 +11,7 @@
 #     --rxe-peer     check this harness itself: a second rxe guest (198.18.0.3) takes hcaemu's
 #                    place (same cases, same checks; its output goes to cases/NAME.rxe2.log)
 # Environment: HCAEMU_INTEROP_NS=hcaemu-interop (the namespace; a second run at once needs its
-# own, and its own --results), HCAEMU_INTEROP_BUDGET=840 (s; a case whose own timeout would end
+# own, and its own --results), HCAEMU_INTEROP_BUDGET=960 (s; a case whose own timeout would end
 # past it FAILs without running; meson's timeout is 900), HCAEMU_INTEROP_EMU_PCAP=1 (hcaemu
 # also writes cases/NAME.hcaemu.pcap with --pcap), HCAEMU_INTEROP_ACCEL=auto|tcg|kvm (auto: KVM only with kvm_intel/kvm_amd loaded;
 # a nested software KVM such as kvm_pvm hangs Debian's kernel, so TCG there).
@@ -50,7 +50,7 @@ EMU_IP=198.18.0.10 EMU_MAC=02:00:c6:12:00:0a
 GUEST_IP6=2001:2::2 PEER_IP6=2001:2::3 EMU_IP6=2001:2::10
 EAL="--no-huge -m 512 --no-pci --no-shconf -l 0 --vdev=net_af_packet0,iface=vemu0"
 EMU_PCAP=${HCAEMU_INTEROP_EMU_PCAP:-}
-BUDGET=${HCAEMU_INTEROP_BUDGET:-840}   # s for the whole run; cases left after it FAIL unrun
+BUDGET=${HCAEMU_INTEROP_BUDGET:-960}   # s for the whole run; cases left after it FAIL unrun
 CM_DELAY_MS=${HCAEMU_INTEROP_CM_DELAY_MS:-1000}   # MADs to the guest in perftest -R cases with rxe as server (0: none)
 BASE_PORT=18600        # each case gets its own TCP port: no listener of one case meets the next
 
@@ -206,6 +206,8 @@ cm-rej-rxe_srv               | rej        | rxe    | -C 1                       
 cm-rej-hcaemu_srv            | rej        | hcaemu | -C 1                           |         | 90
 cm-loss5-rping-rxe_srv       | rping      | rxe    | -C 20 -S 1024 -V               | loss 5% | 150
 cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | loss 5% | 150
+cm-loss5-write_bw-rxe_srv    | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 150
+cm-loss5-write_bw-hcaemu_srv | write_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 150
 probe-rxe_srv                | probe      | rxe    | -s 4096 -n 5                   |         | 120
 '
 
