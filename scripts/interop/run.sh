@@ -208,6 +208,12 @@ cm-loss5-rping-rxe_srv       | rping      | rxe    | -C 20 -S 1024 -V           
 cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | loss 5% | 150
 cm-loss5-write_bw-rxe_srv    | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 150
 cm-loss5-write_bw-hcaemu_srv | write_bw   | hcaemu | -s 8192 -n 32                  | loss 5% | 150
+cm-loss5-send_bw-rxe_srv     | send_bw    | rxe    | -s 4096 -n 32                  | loss 5% | 150
+cm-loss5-send_bw-hcaemu_srv  | send_bw    | hcaemu | -s 4096 -n 32                  | loss 5% | 150
+cm-loss5-read_lat-rxe_srv    | read_lat   | rxe    | -s 64 -n 32                    | loss 5% | 150
+cm-loss5-read_lat-hcaemu_srv | read_lat   | hcaemu | -s 64 -n 32                    | loss 5% | 150
+cm-loss5-rdma_server-rxe_srv | rdma_server | rxe   |                                | loss 5% | 150
+cm-loss5-rdma_server-hcaemu_srv | rdma_server | hcaemu |                             | loss 5% | 150
 probe-rxe_srv                | probe      | rxe    | -s 4096 -n 5                   |         | 120
 '
 
@@ -711,12 +717,12 @@ cm_prog() {  # cm_prog TOOL ROLE SERVER_IP PORT FLAGS DEVICE: the program and it
     *) [ "$r" = server ] && echo "ib_$t -d $dev -x 1 -F -R -p $p $f" || echo "ib_$t -d $dev -x 1 -F -R -p $p $f $ip";;
   esac
 }
-cm_emu() {  # cm_emu NAME 'program' [MAD_DELAY_MS]: hcaemu exec's words for it, one per line
+cm_emu() {  # cm_emu NAME 'program' [MAD_DELAY_MS [tx|rx]]: hcaemu exec's words for it, one per line
   printf '%s\n' exec --eal "$EAL" --ip "$EMU_IP/24" --mac "$EMU_MAC"
   [ -z "$EMU_PCAP" ] || printf '%s\n' --pcap "$RES/cases/$1.hcaemu.pcap"
-  # every MAD hcaemu sends (BTH destination QP 1) held on its port (docs/inject.md); the MADs keep
-  # their order, the rest is not held
-  [ "${3:-0}" = 0 ] || printf '%s\n' --inject "delay dir=tx qp=1 us=$(($3 * 1000)) count=all"
+  # every MAD hcaemu sends (tx) or receives (rx) (BTH destination QP 1) held on its port
+  # (docs/inject.md); the MADs keep their order, the rest is not held
+  [ "${3:-0}" = 0 ] || printf '%s\n' --inject "delay dir=${4:-tx} qp=1 us=$(($3 * 1000)) count=all"
   printf '%s\n' --
   local -a w; read -r -a w <<< "$2"; printf '%s\n' "${w[@]}"
 }
@@ -749,7 +755,8 @@ cm_verdict() {  # cm_verdict SIDE FILE RC TOOL FLAGS ROLE: a reason on stdout an
       [ "$(grep -c '^ping data: rdma-ping-' "$f")" = "$n" ] || { echo "$side: not $n 'ping data' lines"; return 1; };;
     udaddy)
       grep -q 'test complete' "$f" || { echo "$side: no 'test complete'"; return 1; };;
-    rdma_server) ;;
+    rdma_server)  # rdma-core's examples: 'start', then 'end 0' when the message went both ways
+      grep -qE '^rdma_(server|client): end 0$' "$f" || { echo "$side: no 'end 0'"; return 1; };;
     *) check_output "$side" "$f" "$tool" "$flags" "$([ "$role" = client ] && echo 1 || echo 0)" || return 1;;
   esac
   return 0
@@ -769,9 +776,10 @@ run_cm_case() {  # run_cm_case INDEX 'name|tool|server|flags|netem|timeout'
   [ "$srv" = hcaemu ] && { role_emu=server; role_rxe=client; sip=$EMU_IP; }
   gcmd=$(cm_prog "$tool" $role_rxe "$sip" "$port" "$flags" rxe0)
   ecmd=$(cm_prog "$tool" $role_emu "$sip" "$port" "$flags" hcaemu0)
-  local mad_delay=0
-  case $tool in rping|rej|udaddy|rdma_server) ;; *) [ "$srv" = rxe ] && mad_delay=$CM_DELAY_MS;; esac
-  local -a emu; mapfile -t emu < <(cm_emu "$name" "$ecmd" "$mad_delay")
+  # perftest -R: the client's data REQ must not reach the server before it listens again (below)
+  local mad_delay=0 mad_dir=tx
+  case $tool in rping|rej|udaddy|rdma_server) ;; *) mad_delay=$CM_DELAY_MS; [ "$srv" = hcaemu ] && mad_dir=rx;; esac
+  local -a emu; mapfile -t emu < <(cm_emu "$name" "$ecmd" "$mad_delay" "$mad_dir")
   echo "rxe ($role_rxe): $gcmd" >> "$d.cmd"
   echo "hcaemu ($role_emu): $(printf '%q ' "$HCAEMU" "${emu[@]}")" >> "$d.cmd"
   cap_start "$d.pcap"
