@@ -610,7 +610,7 @@ void ConformMonitor::on_ack(Ctx& c, Flow& req) {
 
 void ConformMonitor::on_cnp(Ctx& c) {
     Flow& f = *c.f;
-    if (f.cnp_seen && c.ts - f.cnp_ts < cfg_.cnp_interval_ns) {
+    if (f.cnp_seen && c.ts - f.cnp_ts + cfg_.cnp_slack_ns < cfg_.cnp_interval_ns) {
         Violation v = c.v(ConfRule::cnp_pacing);
         v.a = (c.ts - f.cnp_ts) / 1000;
         v.b = cfg_.cnp_interval_ns / 1000;

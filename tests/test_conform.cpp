@@ -263,6 +263,14 @@ TEST_CASE("conform: rules across packets", "[conform]") {
         v.push_back(rc(false, op::cnp, 0, 0, 110));
         one(v, ConfRule::cnp_pacing, 13, 0);
     }
+    SECTION("cnp.pacing: 46 µs apart is within the capture's 5 µs slack, 44 µs is not") {
+        auto v = clean();
+        v.push_back(rc(false, op::cnp, 0, 0, 100));
+        v.push_back(rc(false, op::cnp, 0, 0, 146));
+        CHECK(run(v).empty());
+        v.push_back(rc(false, op::cnp, 0, 0, 190));
+        one(v, ConfRule::cnp_pacing, 14, 0);
+    }
 }
 
 namespace {
