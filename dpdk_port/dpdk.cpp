@@ -561,8 +561,10 @@ void DpdkPort::close() {
     }
     lsc_ = false;
     // net_memif: frames still in the shared ring are lost when we disconnect, and a busy peer may
-    // not have read our last ones (an ACK it then waits for in vain). Give it time, without polling.
-    if (memif_ && started_ && link_.load(std::memory_order_acquire)) usleep(100'000);
+    // not have read our last ones (an ACK it then waits for in vain; a UD SEND is lost for good).
+    // Give it time, without polling: 100 ms was not enough on a loaded machine (ibv_ud_pingpong's
+    // client never got the server's last SEND). The PMD shows nothing of the peer's progress.
+    if (memif_ && started_ && link_.load(std::memory_order_acquire)) usleep(250'000);
     if (watch_link_ && open_) sync_interrupt_thread();
     if (open_) (void)close_ethdev(port_);  // stops it; a memif server stays open (see close_ethdev)
     else if (started_) rte_eth_dev_stop(port_);
