@@ -213,6 +213,28 @@ def pingpong(tmp, prog, args, size, iters, name, exec_=False, ends=None, mode="l
            and s["local"][2] == sgid and c["local"][2] == cgid, (s, c))
 
 
+def restart_leak(tmp, shim):
+    """ibv_rc_pingpong -e with every 3rd blocking read of an eventfd failing with errno 512, as this
+    CI's kernel now and then answers one (ERESTARTSYS, never meant for a program): ibv_get_cq_event
+    reads again and both sides finish (before: 'Failed to get cq_event', the peer waiting forever).
+    Each side's preload says how many reads it failed: at least one."""
+    prog, size, iters = "ibv_rc_pingpong", 4096, 100
+    port = str(free_port())
+    cmd = [prog, "-d", "hcaemu0", "-g", "1", "-p", port, "-s", str(size), "-n", str(iters), "-c", "-e"]
+    (senv, _), (cenv, _) = local_ends(tmp, "leak")
+    leak = {"HCAEMU_TEST_RESTART_LEAK": "3"}
+    senv = dict(senv, **leak, LD_PRELOAD=" ".join(filter(None, [senv.get("LD_PRELOAD"), shim])))
+    cenv = dict(cenv, **leak, LD_PRELOAD=" ".join(filter(None, [cenv.get("LD_PRELOAD"), shim])))
+    r = run_pair(prog, cmd, senv, cmd + ["127.0.0.1"], cenv, port, "leak")
+    if r is None:
+        return
+    for who, (rc, out, err) in zip(("server", "client"), r):
+        m = re.search(r"^restart_leak: (\d+) reads", err, re.M)
+        expect(f"[local] {prog} -c -e, every 3rd eventfd read failing with errno 512: {who} exit 0, "
+               f"'{size * iters * 2} bytes in', at least one read failed so",
+               rc == 0 and f"{size * iters * 2} bytes in" in out and m and int(m.group(1)) > 0, (rc, out, err))
+
+
 TABLE = re.compile(r"^\s*#bytes\s+#iterations.*$", re.M)
 # -nan: perftest's stdev of one sample; inf: seen in one latency row on a loaded machine, beside
 # perftest's warning on its CPU clock calibration ("Correlation coefficient r^2: ... < 0.9").
@@ -343,6 +365,7 @@ def main():
     ap.add_argument("--hcaemud", required=True)
     ap.add_argument("--hcaemu", required=True)
     ap.add_argument("--verbs-wr", required=True)
+    ap.add_argument("--restart-leak", required=True, help="librestart_leak.so (errno 512 on eventfd reads)")
     ap.add_argument("--only", help="only the pingpong and perftest cases whose program and arguments contain this")
     a = ap.parse_args()
     setup_env(a.libdir, a.hcaemu)
@@ -353,6 +376,7 @@ def main():
             check_daemon(tmp, a.hcaemud)
             wr_api(tmp, a.verbs_wr)
             pingpong(tmp, "ibv_rc_pingpong", ["-c"], 2048, 100, "ppexec", exec_=True)
+            restart_leak(tmp, os.path.abspath(a.restart_leak))
         only = a.only or ""
         # Two pairs at a time: each process has its own EAL (512 MiB without hugepages).
         run_cases(pingpong, [(tmp, prog, args, size, iters, f"pp{i}") for i, (prog, args, size, iters)

@@ -26,6 +26,7 @@
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemud/engine.hpp"
 #include "tools/libhcaemu/proto.hpp"
+#include "tools/libhcaemu/sysretry.hpp"
 
 namespace asio = boost::asio;
 using SP = asio::generic::seq_packet_protocol;  // Boost 1.74 has no local::seq_packet_protocol
@@ -231,7 +232,7 @@ void Server::on_readable(const std::shared_ptr<Conn>& c) {
     mh.msg_controllen = sizeof cbuf;
     const ssize_t n = recvmsg(c->sock.native_handle(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return wait_read(c);
+        if (errno == EAGAIN || errno == EWOULDBLOCK || api::interrupted(errno)) return wait_read(c);
         return drop(c);
     }
     std::vector<int> fds;

@@ -36,6 +36,7 @@
 #include "tools/libhcaemu/remap.hpp"
 #include "tools/libhcaemu/ring.hpp"
 #include "tools/libhcaemu/shm.hpp"
+#include "tools/libhcaemu/sysretry.hpp"
 
 namespace hcaemu::api {
 
@@ -151,11 +152,11 @@ bool Conn::send_msg(const void* data, size_t n, int fd, Clock::time_point deadli
     for (;;) {
         const ssize_t r = ::sendmsg(fd_, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (r == ssize_t(n)) return true;
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && interrupted(errno)) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             pollfd p{fd_, POLLOUT, 0};
             const int pr = ::poll(&p, 1, ms_left(deadline));
-            if (pr < 0 && errno == EINTR) continue;  // a signal (the tools' stop): the deadline still holds
+            if (pr < 0 && interrupted(errno)) continue;  // a signal (the tools' stop): the deadline still holds
             if (pr <= 0) return false;                 // silent daemon: deadline
             continue;
         }
@@ -173,7 +174,7 @@ bool Conn::recv_one(Msg& m) {
     mh.msg_controllen = sizeof(cbuf);
     ssize_t r;
     do r = ::recvmsg(fd_, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
+    while (r < 0 && interrupted(errno));
     if (r < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK) close_fd();
         return false;
@@ -262,7 +263,7 @@ size_t Conn::pump(int timeout_ms) {
         if (left == 0) break;
         pollfd p{fd_, POLLIN, 0};
         const int pr = ::poll(&p, 1, left);
-        if (pr < 0 && errno == EINTR) continue;
+        if (pr < 0 && interrupted(errno)) continue;
         if (pr <= 0) break;
     }
     return got;
@@ -324,7 +325,7 @@ Status Conn::call(ctl::Op op, const void* body, size_t n, void* out, size_t out_
             pollfd p{fd_, POLLIN, 0};
             const int left = ms_left(deadline);
             const int pr = left == 0 ? 0 : ::poll(&p, 1, left);
-            if (pr < 0 && errno == EINTR) continue;  // a signal: the reply is still awaited, in the deadline
+            if (pr < 0 && interrupted(errno)) continue;  // a signal: the reply is still awaited, in the deadline
             if (pr <= 0) {
                 close_fd();  // silent for kCallTimeoutMs: taken as gone (a late reply could not be matched safely)
                 break;

@@ -10,6 +10,7 @@
 // swaps each piece in with one mremap(MREMAP_FIXED): a piece is either wholly the old mapping or
 // wholly the new one, never a hole.
 #include "tools/libhcaemu/remap.hpp"
+#include "tools/libhcaemu/sysretry.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -80,7 +81,7 @@ bool read_text(const char* path, std::string& out) {
     char buf[16384];
     for (;;) {
         const ssize_t r = ::read(f, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && interrupted(errno)) continue;
         if (r <= 0) break;
         out.append(buf, size_t(r));
     }
@@ -260,7 +261,7 @@ __attribute__((no_sanitize("address", "undefined"))) long swap_piece(const Job& 
         } else {
             for (size_t off = 0; off < len;) {
                 const long r = sys(SYS_pwrite64, j.fd, long(p.lo + off), long(len - off), long(p.lo + off));
-                if (r == -EINTR) continue;
+                if (r == -EINTR || (r <= -512 && r >= -516)) continue;  // see sysretry.hpp
                 if (r <= 0) return undo(t, len, r < 0 ? r : -EIO);
                 off += size_t(r);
             }
@@ -274,7 +275,7 @@ __attribute__((no_sanitize("address", "undefined"))) long swap_piece(const Job& 
         step = "copy from the memfd";
         for (size_t off = 0; off < len;) {
             const long r = sys(SYS_pread64, j.fd, t + long(off), long(len - off), long(p.lo + off));
-            if (r == -EINTR) continue;
+            if (r == -EINTR || (r <= -512 && r >= -516)) continue;  // see sysretry.hpp
             if (r <= 0) return undo(t, len, r < 0 ? r : -EIO);
             off += size_t(r);
         }
@@ -315,7 +316,7 @@ bool run_job(State& st, Job& j, std::string& err) {
                             CLONE_VM | CLONE_VFORK | CLONE_FILES, &j);
     const int clone_errno = errno;
     if (pid > 0) {
-        while (::waitpid(pid, nullptr, __WCLONE) < 0 && errno == EINTR) {
+        while (::waitpid(pid, nullptr, __WCLONE) < 0 && interrupted(errno)) {
         }
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "tools/libhcaemu/sysretry.hpp"
 #include "tools/rdmacm/rdmacm.hpp"
 
 namespace hcaemu::rdmacm {
@@ -241,7 +242,10 @@ void move_events(IdState* st, ChannelW* to) {
 int get_event(ChannelW* c, EventW*& e) {
     for (;;) {
         uint64_t v = 0;
-        const ssize_t r = ::read(c->ch.fd, &v, sizeof v);
+        const uint64_t leaks = api::g_restart_leaks.load(std::memory_order_relaxed);
+        const ssize_t r = api::read_count(c->ch.fd, v);
+        if (debug() && api::g_restart_leaks.load(std::memory_order_relaxed) != leaks)
+            std::fprintf(stderr, "librdmacm (hcaemu): the event channel's read returned a kernel restart code: read again\n");
         if (r != ssize_t(sizeof v)) return r >= 0 ? err(ENODATA) : -1;
         const std::lock_guard g(core().mu);
         if (c->q->empty()) continue;

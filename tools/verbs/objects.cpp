@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tools/libhcaemu/sysretry.hpp"
 #include "tools/verbs/verbs.hpp"
 
 #undef ibv_reg_mr
@@ -804,7 +805,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
     uint64_t one;
     // Blocks unless the program made the fd non-blocking (then EAGAIN), as the kernel's file.
-    if (::read(channel->fd, &one, sizeof one) != ssize_t(sizeof one)) return -1;
+    if (api::read_count(channel->fd, one) != ssize_t(sizeof one)) return -1;
     auto* w = wrap_of<ChanW>(channel);
     Node& n = node_of(channel->context);
     const std::lock_guard g(n.mu);
@@ -1038,7 +1039,7 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     uint64_t one;
-    if (::read(context->async_fd, &one, sizeof one) != ssize_t(sizeof one)) return -1;
+    if (api::read_count(context->async_fd, one) != ssize_t(sizeof one)) return -1;
     Ctx& c = ctx_of(context);
     const std::lock_guard g(c.node->mu);
     if (c.async.empty()) {
