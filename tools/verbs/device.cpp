@@ -43,6 +43,24 @@ void Node::start() {
     if (have_cpus) (void)pthread_setaffinity_np(th.native_handle(), sizeof cpus, &cpus);
 }
 
+// A local HCA lives and dies with its program (the kernel's CM and a NIC outlive a process that
+// exits). So at exit it keeps working a little longer, as they would: frames it still holds go
+// out, the peer's last ACKs and DREQs are answered (a perftest -R client waits for its DREQ's
+// DREP after the server exited), and the peer has time to read our last frames from the net_memif
+// ring before the socket closes with the process (the PMD resets that ring unread).
+void Node::drain_at_exit() {
+    using Clock = std::chrono::steady_clock;
+    const auto end = Clock::now() + std::chrono::milliseconds(250);
+    while (Clock::now() < end) {
+        size_t n = 0;
+        {
+            const std::lock_guard g(mu.m);
+            n = turn_engine(*this, true);
+        }
+        if (!n) std::this_thread::sleep_for(std::chrono::microseconds(50));  // the peer needs the CPU
+    }
+}
+
 void Node::halt() {
     if (!th.joinable()) return;
     stop = true;
@@ -200,6 +218,8 @@ __attribute__((destructor)) void stop_progress_at_exit() {
             if (auto n = w.lock()) live.push_back(std::move(n));
     }
     for (auto& n : live) n->halt();
+    for (auto& n : live)
+        if (n->local && n->api && n->had_qp) n->drain_at_exit();
     // A local HCA is never destroyed: HCAEMU_CONFORM's report goes out here.
     for (auto& n : live)
         if (n->local && n->api) std::fputs(n->api->conform_report().c_str(), stderr);

@@ -397,6 +397,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr& ia) {
     pthread_cond_init(&q.cond, nullptr);
     ia.cap = ibv_qp_cap{a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
     n.qps[q.qp_num] = &q;
+    n.had_qp = true;
     return &q;
 }
 

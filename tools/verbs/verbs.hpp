@@ -95,8 +95,11 @@ struct Node {
     int daemon_fd = -1;                            // unix: the connection's socket
     std::unique_ptr<api::CompChannel> probe;       // unix: the channel whose fd() is that socket
 
+    bool had_qp = false;                           // local: a QP was created (under mu): drain at exit
+
     void start();
     void halt();
+    void drain_at_exit();
     void wake() {
         if (sleeping.load(std::memory_order_relaxed)) wake_cv.notify_one();
     }
