@@ -658,7 +658,34 @@ TEST_CASE("cm: duplicate DREQ in TimeWait: DREP again", "[cm]") {
     REQUIRE(dreps.size() == 2);
     CHECK(dreps[1] == dreps[0]);
     CHECK(b.counter(1, Counter::cm_drep_sent) == 2);
-    CHECK(b.counter(0, Counter::cm_rx_wrong_state) == 1);  // the client in TimeWait drops the extra DREP
+    // The client in TimeWait drops the extra DREP: a duplicate, not a wrong state.
+    CHECK(b.counter(0, Counter::cm_rx_wrong_state) == 0);
+    CHECK(b.counter(0, Counter::cm_duplicates) == 1);
+    b.all_strict();
+}
+
+TEST_CASE("cm: both sides disconnect at once: each DREPs the other's DREQ, the DREPs are duplicates", "[cm]") {
+    Bench b;
+    const Conn c = establish(b);
+    REQUIRE(b.cm(0).disconnect(c.cid) == 0);  // both DREQs leave before either arrives
+    REQUIRE(b.cm(1).disconnect(c.sid) == 0);
+    const auto e0 = b.event(0), e1 = b.event(1);
+    REQUIRE(e0);
+    REQUIRE(e1);
+    CHECK(e0->type == CmEventType::disconnected);
+    CHECK(e0->status == 0);
+    CHECK(e1->type == CmEventType::disconnected);
+    CHECK(e1->status == 0);
+    b.settle();
+    for (int i = 0; i < 2; ++i) {
+        CHECK(b.mads(i, pkt::cm_attr::dreq).size() == 1);
+        CHECK(b.mads(i, pkt::cm_attr::drep).size() == 1);
+        CHECK(b.counter(i, Counter::cm_rx_wrong_state) == 0);
+        CHECK(b.counter(i, Counter::cm_duplicates) == 1);  // the peer's DREP, in TimeWait
+    }
+    CHECK(b.agent[0]->state(c.cid) == CmState::timewait);
+    CHECK(b.agent[1]->state(c.sid) == CmState::timewait);
+    CHECK(!b.event(0, 1'000'000));  // one DISCONNECTED each
     b.all_strict();
 }
 

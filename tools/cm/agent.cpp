@@ -1085,6 +1085,10 @@ void Agent::rx_drep(const pkt::CmDrep& r) {
         hca_.device().counters().add(Counter::cm_rx_unmatched);
         return;
     }
+    if (c->state == CmState::timewait) {  // both sides sent a DREQ: the peer's DREP to ours, dropped
+        hca_.device().counters().add(Counter::cm_duplicates);
+        return;
+    }
     if (!takes(*c, pkt::cm_attr::drep)) return;
     stop_timer(*c);
     enter_timewait(*c);
