@@ -9,9 +9,11 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -451,6 +453,24 @@ void check_import(ibv_context* ctx) {
 
 }  // namespace
 
+// A child the program forks (after a QP was created) and that leaves with exit(): the library's
+// exit handler leaves the parent's HCA alone (its progress thread does not exist in the child)
+// and the child ends, exit 0.
+static void check_fork_exit() {
+    std::fflush(stdout);
+    const pid_t c = ::fork();
+    if (c == 0) std::exit(0);
+    int st = -1;
+    pid_t r = 0;
+    for (int i = 0; i < 500 && (r = ::waitpid(c, &st, WNOHANG)) == 0; ++i) ::usleep(10'000);
+    if (r == 0) {
+        ::kill(c, SIGKILL);  // our own child
+        (void)::waitpid(c, &st, 0);
+    }
+    check(c > 0 && r == c && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "fork, the child's exit(): it ends within 5 s, exit 0", r);
+}
+
 int main() {
     // The program's CPUs before the local HCA's EAL starts (meson's EAL has -l 0).
     cpu_set_t before, after;
@@ -484,6 +504,7 @@ int main() {
     check_async(ctx, pd);
     check_cq_ex(ctx, pd);
     check_ud_states(ctx, pd);
+    check_fork_exit();
     check_import(ctx);
     check(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, "ibv_destroy_cq, ibv_dealloc_pd");
     check(ibv_close_device(ctx) == 0, "ibv_close_device");

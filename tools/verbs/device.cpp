@@ -30,6 +30,7 @@ int set_errno(Status s) {
 
 void Node::start() {
     stop = false;
+    owner_pid = ::getpid();
     if (!local && !probe) {
         auto ch = api->create_comp_channel();
         if (ch.ok()) {
@@ -214,8 +215,10 @@ __attribute__((destructor)) void stop_progress_at_exit() {
     std::vector<std::shared_ptr<Node>> live;
     {
         const std::lock_guard g(g_mu);
+        // Not in a child that forked: the thread and the engine are the parent's; turning the
+        // engine's copy here would take frames from the parent's net_memif rings (shared memory).
         for (auto& w : g_nodes)
-            if (auto n = w.lock()) live.push_back(std::move(n));
+            if (auto n = w.lock(); n && n->owner_pid == ::getpid()) live.push_back(std::move(n));
     }
     for (auto& n : live) n->halt();
     for (auto& n : live)

@@ -96,6 +96,7 @@ struct Node {
     std::unique_ptr<api::CompChannel> probe;       // unix: the channel whose fd() is that socket
 
     bool had_qp = false;                           // local: a QP was created (under mu): drain at exit
+    pid_t owner_pid = 0;                           // the process that started the progress thread
 
     void start();
     void halt();
