@@ -19,6 +19,7 @@ extern "C" {
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 }
@@ -341,6 +342,16 @@ bool eal_start(const std::vector<std::string>& args, std::string& error) {
 }
 
 uint64_t tsc_hz() { return rte_get_tsc_hz(); }
+
+int register_thread(std::string& error) {
+    if (rte_thread_register() != 0) {
+        error = std::string("rte_thread_register: ") + rte_strerror(rte_errno);
+        return -1;
+    }
+    return int(rte_lcore_id());
+}
+
+void unregister_thread() { rte_thread_unregister(); }
 
 std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error) {
     if (!rte_eth_dev_is_valid_port(port_id)) {

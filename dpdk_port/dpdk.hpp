@@ -24,6 +24,12 @@ std::vector<std::string> default_eal_args(int lcore = 0);
 // Starts DPDK's EAL once per process. Later calls return the first call's result: the EAL cannot
 // be started twice. `error` says why it failed.
 bool eal_start(const std::vector<std::string>& args, std::string& error);
+// A thread the EAL did not start that moves frames (a library's progress thread, hcaemud's data
+// thread) registers for an lcore id: mempools keep a per-lcore cache, and without one every mbuf
+// a PMD takes or frees is a compare-and-swap on the pool's ring. The id on success; -1 and `error`
+// when the EAL refuses (not started, no lcore id left). unregister_thread() before it ends.
+int register_thread(std::string& error);
+void unregister_thread();
 // The time-stamp counter's rate the EAL measured (rte_get_tsc_hz()), for port::TscClock; 0 before eal_start.
 uint64_t tsc_hz();
 

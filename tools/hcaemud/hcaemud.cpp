@@ -5,7 +5,6 @@
 #include <utility>
 
 #include <grp.h>
-#include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <sys/socket.h>
@@ -562,25 +561,23 @@ int main(int argc, char** argv) {
     const bool on_lcore = worker < RTE_MAX_LCORE && rte_eal_remote_launch(lcore_main, &eng, worker) == 0;
     std::thread th;
     std::atomic<int> thread_lcore{-2};  // the thread's lcore id once registered, -1 if refused
-    int reg_errno = 0;                  // why it was refused (written before thread_lcore)
+    std::string reg_error;              // why it was refused (written before thread_lcore)
     if (!on_lcore) {
-        th = std::thread([&eng, &thread_lcore, &reg_errno] {
-            // An lcore id gives the thread the mempool's per-lcore cache: without one every mbuf
-            // the PMD frees after a transmit is a compare-and-swap on the pool's ring (27% of a
-            // sending daemon's samples at write_bw 64 KiB).
-            const bool reg = rte_thread_register() == 0;
-            if (!reg) reg_errno = rte_errno;
-            thread_lcore.store(reg ? int(rte_lcore_id()) : -1);
+        th = std::thread([&eng, &thread_lcore, &reg_error] {
+            // An lcore id gives the thread the mempool's per-lcore cache (dpdk.hpp register_thread;
+            // unregistered: 27% of a sending daemon's samples on the pool's ring at write_bw 64 KiB).
+            const int id = port::register_thread(reg_error);
+            thread_lcore.store(id);
             thread_lcore.notify_one();
             eng.run();
-            if (reg) rte_thread_unregister();
+            if (id >= 0) port::unregister_thread();
         });
         thread_lcore.wait(-2);
     }
     const int tl = thread_lcore.load();
     const std::string where = on_lcore ? "lcore " + std::to_string(worker)
                               : tl >= 0 ? "a thread (lcore id " + std::to_string(tl) + ")"
-                                        : "a thread (no lcore id: " + std::string(rte_strerror(reg_errno)) + ")";
+                                        : "a thread (no lcore id: " + reg_error + ")";
     std::fprintf(stderr, "hcaemud: serving %s on %s (GID index %d), data path on %s\n", o.socket.c_str(),
                  tools::gid_to_string(att->gid()).c_str(), att->gid_index(), where.c_str());
     io.run();
