@@ -126,3 +126,39 @@ TEST_CASE("ICRC masks exactly the variant fields (IBTA A17.3.3)", "[crc][icrc]")
         }
     }
 }
+
+TEST_CASE("ICRC equals the CRC of the masked packet on both sides of the one-copy size", "[crc][icrc]") {
+    // icrc() copies packets up to 256 bytes whole and CRCs larger ones in two calls: both must
+    // give the CRC-32 of 8 x 0xFF and the packet with its variant fields set to ones (IBTA A17.3.3).
+    const CrcFn bitwise = crc_impl_fn(CrcImpl::bitwise);
+    for (bool v6 : {false, true}) {
+        for (size_t pl_len : {0u, 8u, 150u, 170u, 190u, 200u, 210u, 230u, 1024u}) {
+            Headers h;
+            h.ipv6 = v6;
+            h.bth.opcode = 0x04;
+            h.bth.dest_qp = 0x12;
+            h.bth.psn = 77;
+            std::vector<uint8_t> pl(pl_len), f(2048);
+            for (size_t i = 0; i < pl_len; ++i) pl[i] = uint8_t(i * 13 + 1);
+            size_t len = 0;
+            REQUIRE(build(h, pl, f, len) == BuildError::ok);
+            const size_t l3 = kEthLen;
+            const size_t ipl = v6 ? kIpv6Len : kIpv4Len;
+            // IP header to the end of the payload and its pad (a short frame has Ethernet padding after the ICRC)
+            const size_t n = ipl + kUdpLen + kBthLen + (pl_len + 3) / 4 * 4;
+            std::vector<uint8_t> m(8 + n, 0xFF);
+            std::memcpy(m.data() + 8, f.data() + l3, n);
+            uint8_t* ip = m.data() + 8;
+            if (v6) {
+                ip[0] |= 0x0F;
+                ip[1] = ip[2] = ip[3] = ip[7] = 0xFF;
+            } else {
+                ip[1] = ip[8] = ip[10] = ip[11] = 0xFF;
+            }
+            ip[ipl + 6] = ip[ipl + 7] = ip[ipl + kUdpLen + 4] = 0xFF;
+            INFO("v6 " << v6 << " payload " << pl_len << " ICRC over " << n << " bytes");
+            CHECK(icrc(f.data() + l3, n, v6) == bitwise(0, m.data(), m.size()));
+            CHECK(load_le32(f.data() + l3 + n) == bitwise(0, m.data(), m.size()));
+        }
+    }
+}
