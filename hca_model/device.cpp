@@ -260,7 +260,7 @@ Result<Cq> Device::create_cq(int cqe, CompChannel* channel, uint64_t context) {
     const int64_t i = cqs_.insert(std::move(o));
     if (i < 0) return Result<Cq>::error(Status::no_resources);
     c->handle = make_handle(cqs_, uint32_t(i));
-    c->ring.slot.resize(size_t(cqe));
+    c->ring.reset(uint32_t(cqe));
     c->channel = channel;
     c->context = context;
     if (channel) channel->cqs_.push_back(c);
@@ -322,12 +322,12 @@ Status Device::resize_cq(uint32_t h, int cqe) {
     CqObj* c = cq(h);
     if (!c) return Status::bad_handle;
     if (cqe < 1 || uint32_t(cqe) > attr_.max_cqe || uint32_t(cqe) < c->ring.count()) return Status::invalid_argument;
-    std::vector<Wc> n(static_cast<size_t>(cqe));
+    Ring<Wc> n;
+    n.reset(uint32_t(cqe));
     const uint32_t k = c->ring.count();
-    for (uint32_t i = 0; i < k; ++i) n[i] = c->ring.at(c->ring.head + i);
-    c->ring.slot = std::move(n);
-    c->ring.head = 0;
-    c->ring.tail = k;
+    for (uint32_t i = 0; i < k; ++i) n.at(i) = c->ring.at(c->ring.head + i);
+    n.tail = k;
+    c->ring = std::move(n);
     return Status::ok;
 }
 
@@ -365,8 +365,8 @@ Result<Srq> Device::create_srq(const Pd& pdh, SrqAttr& a) {
     s->handle = make_handle(srqs_, uint32_t(i));
     s->pd = p;
     s->attr = a;
-    s->rq.slot.resize(a.max_wr);
-    s->sges.resize(size_t(a.max_wr) * a.max_sge);
+    s->rq.reset(a.max_wr);
+    s->sges.resize(size_t(s->rq.storage()) * a.max_sge);
     ++p->users;
     return {Status::ok, Srq(this, s->handle)};
 }
@@ -397,7 +397,7 @@ Status Device::destroy_srq(uint32_t h) {
     if (!s) return Status::bad_handle;
     if (s->users) return Status::busy;
     for (uint64_t n = s->rq.head; n < s->rq.tail; ++n)
-        unpin(s->rq.at(n), &s->sges[(n % s->rq.cap()) * s->attr.max_sge]);
+        unpin(s->rq.at(n), &s->sges[s->rq.index(n) * s->attr.max_sge]);
     --s->pd->users;
     srqs_.erase(h >> 8);
     return Status::ok;

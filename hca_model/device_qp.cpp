@@ -54,12 +54,12 @@ Result<Qp> Device::create_qp(const Pd& pdh, QpInitAttr& init) {
     c.max_send_sge = std::max(c.max_send_sge, 1u);
     if (!s) c.max_recv_sge = std::max(c.max_recv_sge, 1u);
     q->attr.cap = c;
-    q->sq.slot.resize(c.max_send_wr);
-    q->sq_sges.resize(size_t(c.max_send_wr) * c.max_send_sge);
-    q->sq_inline.resize(size_t(c.max_send_wr) * c.max_inline_data);
+    q->sq.reset(c.max_send_wr);
+    q->sq_sges.resize(size_t(q->sq.storage()) * c.max_send_sge);
+    q->sq_inline.resize(size_t(q->sq.storage()) * c.max_inline_data);
     if (!s) {
-        q->rq.slot.resize(c.max_recv_wr);
-        q->rq_sges.resize(size_t(c.max_recv_wr) * c.max_recv_sge);
+        q->rq.reset(c.max_recv_wr);
+        q->rq_sges.resize(size_t(q->rq.storage()) * c.max_recv_sge);
     }
     ++p->users;
     if (s) {
@@ -354,14 +354,14 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
         }
         uint32_t len = 0;
         if (w.is_inline) {
-            uint8_t* dst = &q->sq_inline[(n % q->sq.cap()) * q->attr.cap.max_inline_data];
+            uint8_t* dst = &q->sq_inline[q->sq.index(n) * q->attr.cap.max_inline_data];
             for (int i = 0; i < wr->num_sge; ++i) {
                 std::memcpy(dst + len, reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr)), wr->sg_list[i].length);
                 len += wr->sg_list[i].length;
             }
         } else {
             // The MRs stay pinned until the WQE retires: a retransmission gathers from them again.
-            Sge* dst = &q->sq_sges[(n % q->sq.cap()) * q->attr.cap.max_send_sge];
+            Sge* dst = &q->sq_sges[q->sq.index(n) * q->attr.cap.max_send_sge];
             for (int i = 0; i < wr->num_sge; ++i) {
                 dst[i] = wr->sg_list[i];
                 len += wr->sg_list[i].length;
@@ -399,7 +399,7 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
         const Status s = validate_sges(q->pd, wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge, true);
         if (s != Status::ok && s != Status::bad_lkey) return s;
         const uint64_t n = q->rq.tail;
-        fill_recv(q->rq.at(n), *wr, &q->rq_sges[(n % q->rq.cap()) * q->attr.cap.max_recv_sge], s == Status::ok);
+        fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge], s == Status::ok);
         ++q->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -437,7 +437,7 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
         const Status st = validate_sges(s->pd, wr->sg_list, wr->num_sge, s->attr.max_sge, true);
         if (st != Status::ok && st != Status::bad_lkey) return st;  // a bad L_Key fails at use
         const uint64_t n = s->rq.tail;
-        fill_recv(s->rq.at(n), *wr, &s->sges[(n % s->rq.cap()) * s->attr.max_sge], st == Status::ok);
+        fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge], st == Status::ok);
         ++s->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -457,7 +457,7 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
         if (s->rq.empty()) return false;
         const uint64_t n = s->rq.head++;
         wqe = s->rq.at(n);
-        const Sge* src = &s->sges[(n % s->rq.cap()) * s->attr.max_sge];
+        const Sge* src = &s->sges[s->rq.index(n) * s->attr.max_sge];
         unpin(wqe, src);  // from here the DMA engine checks each access itself
         wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
         std::copy(src, src + wqe.num_sge, sges.begin());

@@ -1,6 +1,8 @@
 // The device's internal objects, as an HCA keeps them in its context tables. The API (device.hpp)
 // hands out RAII handles to them; the transport engines reach them by QPN and key through Device.
 #pragma once
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -28,18 +30,33 @@ struct MrObj {
     uint32_t pins = 0;        // requests in flight using it: dereg is refused while > 0
 };
 
-// A ring with free-running 64-bit producer and consumer counts.
+// A ring of cap() entries with free-running 64-bit producer and consumer counts. Its storage is
+// the next power of two, so that entry n is slot n & mask: `n % cap` was a 64-bit division
+// (tens of cycles) and a message takes a dozen of them on each side.
 template <class T>
 struct Ring {
-    std::vector<T> slot;
+    std::vector<T> slot;  // storage(): a power of two, at least cap()
     uint64_t head = 0;  // next to consume
     uint64_t tail = 0;  // next to produce
-    uint32_t cap() const { return uint32_t(slot.size()); }
+    void reset(uint32_t cap) {  // empty, room for cap entries
+        cap_ = cap;
+        slot.assign(std::bit_ceil(std::max(cap, 1u)), T{});
+        mask_ = slot.size() - 1;
+        head = tail = 0;
+    }
+    uint32_t cap() const { return cap_; }
+    uint32_t storage() const { return uint32_t(slot.size()); }
+    size_t index(uint64_t n) const { return size_t(n & mask_); }  // the slot of entry n
     uint32_t count() const { return uint32_t(tail - head); }
-    bool full() const { return count() == cap(); }
+    bool full() const { return count() == cap_; }
     bool empty() const { return head == tail; }
-    T& at(uint64_t n) { return slot[n % slot.size()]; }
+    T& at(uint64_t n) { return slot[index(n)]; }
+    const T& at(uint64_t n) const { return slot[index(n)]; }
     void clear() { head = tail = 0; }
+
+private:
+    uint32_t cap_ = 0;
+    uint64_t mask_ = 0;
 };
 
 enum class NotifyArm : uint8_t { none, next, solicited };
@@ -127,9 +144,9 @@ struct QpObj {
     std::vector<uint8_t> sq_inline;  // cap.max_inline_data per ring slot
 
     QpState state() const { return attr.qp_state; }
-    const Sge* send_sges(uint64_t n) const { return &sq_sges[(n % sq.cap()) * attr.cap.max_send_sge]; }
-    const uint8_t* send_inline(uint64_t n) const { return &sq_inline[(n % sq.cap()) * attr.cap.max_inline_data]; }
-    const Sge* recv_sges(uint64_t n) const { return &rq_sges[(n % rq.cap()) * attr.cap.max_recv_sge]; }
+    const Sge* send_sges(uint64_t n) const { return &sq_sges[sq.index(n) * attr.cap.max_send_sge]; }
+    const uint8_t* send_inline(uint64_t n) const { return &sq_inline[sq.index(n) * attr.cap.max_inline_data]; }
+    const Sge* recv_sges(uint64_t n) const { return &rq_sges[rq.index(n) * attr.cap.max_recv_sge]; }
 };
 
 }  // namespace hcaemu

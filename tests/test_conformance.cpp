@@ -49,7 +49,7 @@ std::vector<AsyncEvent> events(RawPeer& r) {
 void spoil_last_wqe(RawPeer& r) {
     QpObj* q = r.dut.dev->qp_by_qpn(r.dut.qp.qpn());
     const uint64_t n = q->sq.tail - 1;
-    q->sq_sges[(n % q->sq.cap()) * q->attr.cap.max_send_sge].addr = r.addr(r.dut.mem.size());
+    q->sq_sges[q->sq.index(n) * q->attr.cap.max_send_sge].addr = r.addr(r.dut.mem.size());
 }
 
 pkt::Headers ack_from_peer(RawPeer& r, uint8_t opcode, uint32_t psn, uint8_t syndrome, uint32_t msn) {

@@ -33,7 +33,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
     QpObj& q = *c.qp;
     while (q.sq.head < c.next_wqe) {
         const SendWqe& w = q.sq.at(q.sq.head);
-        WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+        WqeTrack& t = c.track[q.sq.index(q.sq.head)];
         const uint32_t last = psn_add(t.first_psn, t.npsn - 1);
         if (!psn_before(last, psn)) break;
         if (w.opcode == WrOpcode::rdma_read || is_atomic(w.opcode)) {
@@ -56,7 +56,7 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
         // A READ at the head is acknowledged only as far as its responses came.
         c.una = psn;
         if (q.sq.head < c.next_wqe && q.sq.at(q.sq.head).opcode == WrOpcode::rdma_read) {
-            const WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+            const WqeTrack& t = c.track[q.sq.index(q.sq.head)];
             const uint32_t need = psn_add(t.first_psn, uint32_t(mtu_packets(t.read_rcvd, c.mtu)));
             if (psn_before(need, psn)) c.una = need;
         }
@@ -142,9 +142,9 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
 
     // READ response or ATOMIC Acknowledge: first retire what lies before it.
     if (!retire_before(*this, c, psn)) return;
-    if (q.sq.empty() || !c.track[q.sq.head % q.sq.cap()].started) return;
+    if (q.sq.empty() || !c.track[q.sq.index(q.sq.head)].started) return;
     const SendWqe& w = q.sq.at(q.sq.head);
-    WqeTrack& t = c.track[q.sq.head % q.sq.cap()];
+    WqeTrack& t = c.track[q.sq.index(q.sq.head)];
     const uint64_t n = q.sq.head;
     // The AETH of a READ response First, Last or Only and of an ATOMIC Acknowledge is an ACK: a
     // responder NAKs with an Acknowledge packet, never with response data (IBTA 9.7.5.2; rxe's

@@ -118,7 +118,7 @@ QpCtx& Hca::fresh_ctx(QpObj& qp) {
     c->rnr_timer.fn = on_rnr_timer;
     c->rnr_timer.ctx = c.get();
     dcqcn_init(*c);
-    c->track.resize(qp.sq.cap());
+    c->track.resize(qp.sq.storage());
     const DeviceAttr& da = dev_.query_device();
     c->rsges.resize(std::max(da.max_sge, da.max_srq_sge));  // a receive WQE's SGEs, never cut
     ctx_[qp.qpn] = std::move(c);

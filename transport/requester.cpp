@@ -41,7 +41,7 @@ void Hca::req_restart(QpCtx& c, uint32_t psn) {
     // Find the outstanding WQE whose PSN range holds `psn` and resume there (Go-Back-N).
     for (uint64_t n = q.sq.head; n < c.next_wqe || (n == c.next_wqe && c.next_off); ++n) {
         if (n >= q.sq.tail) break;
-        const WqeTrack& t = c.track[n % q.sq.cap()];
+        const WqeTrack& t = c.track[q.sq.index(n)];
         if (!t.started) break;
         const int32_t d = psn_diff(psn, t.first_psn);
         if (d < 0 || uint32_t(d) >= t.npsn) continue;
@@ -87,7 +87,7 @@ void Hca::req_run(QpCtx& c) {
         if (rc && psn_diff(c.psn, c.una) >= int32_t(cfg_.max_inflight_psn)) break;  // window full: wait for ACKs
         const uint64_t n = c.next_wqe;
         SendWqe& w = q.sq.at(n);
-        WqeTrack& t = c.track[n % q.sq.cap()];
+        WqeTrack& t = c.track[q.sq.index(n)];
         const bool rd = is_rd_atomic(w.opcode);
         if (n == c.failed_wqe) {  // a local error waits for the WQEs before it to complete
             if (n == q.sq.head) {
