@@ -69,7 +69,8 @@ uint32_t crc_slice8(uint32_t crc, const uint8_t* p, size_t n) {
 // headers, the parser) then pays the SSE/AVX transition: the ICRC of a 1 KiB packet took 144 ns,
 // 36 ns with this. Only called where the CPU has AVX (the kernels that need it are picked so).
 __attribute__((target("avx"))) inline void clear_upper() { __builtin_ia32_vzeroupper(); }
-bool g_has_avx = __builtin_cpu_supports("avx");
+// Static initialisers may run before libgcc's CPU detection: __builtin_cpu_init() first (GCC's manual).
+bool g_has_avx = (__builtin_cpu_init(), __builtin_cpu_supports("avx"));
 
 uint32_t crc_isal_dispatch(uint32_t crc, const uint8_t* p, size_t n) {
     crc = crc32_gzip_refl(crc, p, n);  // may run the AVX-512 kernel
@@ -105,6 +106,7 @@ bool available(CrcImpl impl) {
 
 CrcImpl pick_fastest() {
     // The fastest kernel this CPU runs; ISA-L's own dispatcher where its kernels are not exported.
+    __builtin_cpu_init();  // called from a static initialiser (g_impl)
     for (CrcImpl c : {CrcImpl::isal_by16_10, CrcImpl::isal_by8, CrcImpl::isal_dispatch})
         if (available(c)) return c;
     return CrcImpl::isal_dispatch;

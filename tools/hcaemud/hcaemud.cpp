@@ -15,13 +15,13 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/generic/seq_packet_protocol.hpp>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <thread>
 
 #include "tools/attach/attach.hpp"
