@@ -240,14 +240,23 @@ void move_events(IdState* st, ChannelW* to) {
 }
 
 int get_event(ChannelW* c, EventW*& e) {
+    // Another thread may destroy the channel while this one waits (rping's main thread does, its
+    // CM thread still in rdma_get_cm_event): c is not read again until it is known to be live.
+    const int fd = c->ch.fd;
     for (;;) {
         uint64_t v = 0;
         const uint64_t leaks = api::g_restart_leaks.load(std::memory_order_relaxed);
-        const ssize_t r = api::read_count(c->ch.fd, v);
+        const ssize_t r = api::read_count(fd, v);
         if (debug() && api::g_restart_leaks.load(std::memory_order_relaxed) != leaks)
             std::fprintf(stderr, "librdmacm (hcaemu): the event channel's read returned a kernel restart code: read again\n");
         if (r != ssize_t(sizeof v)) return r >= 0 ? err(ENODATA) : -1;
-        const std::lock_guard g(core().mu);
+        std::unique_lock g(core().mu);
+        if (!core().live.count(&c->ch)) {
+            // Destroyed meanwhile. A read of the kernel's channel would stay blocked for ever on
+            // the closed file (close does not wake it); so does this one, until the process ends.
+            g.unlock();
+            for (;;) ::pause();
+        }
         if (c->q->empty()) continue;
         e = c->q->front();
         c->q->pop_front();
