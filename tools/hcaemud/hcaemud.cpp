@@ -565,7 +565,7 @@ int main(int argc, char** argv) {
     if (!on_lcore) {
         th = std::thread([&eng, &thread_lcore, &reg_error] {
             // An lcore id gives the thread the mempool's per-lcore cache (dpdk.hpp register_thread;
-            // unregistered: 27% of a sending daemon's samples on the pool's ring at write_bw 64 KiB).
+            // unregistered: the pool's ring took 19% of a sending daemon's samples at write_bw 64 KiB).
             const int id = port::register_thread(reg_error);
             thread_lcore.store(id);
             thread_lcore.notify_one();
