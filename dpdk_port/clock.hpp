@@ -58,12 +58,16 @@ private:
 class VirtualClock final : public Clock {
 public:
     explicit VirtualClock(uint64_t start_ns = 0) : t_(start_ns) {}
-    uint64_t now_ns() const override { return t_; }
+    uint64_t now_ns() const override { return t_ += tick_; }
     void advance(uint64_t ns) { t_ += ns; }
     void set(uint64_t ns) { t_ = ns > t_ ? ns : t_; }  // never backwards
+    // Each read moves time on by `ns` (0: time stands still between set()s): models work that
+    // takes time, so that when a thing is decided and when it happens differ.
+    void set_tick(uint64_t ns) { tick_ = ns; }
 
 private:
-    uint64_t t_;
+    mutable uint64_t t_;
+    uint64_t tick_ = 0;
 };
 
 }  // namespace hcaemu::port

@@ -339,6 +339,46 @@ TEST_CASE("NP: exactly one CNP per interval per QP, to the sender's QP, byte-exa
     CHECK(f[22] == 64);  // TTL: the QP's hop limit
 }
 
+// The interval is what the wire shows: when every clock read costs time (a turn's work), the
+// CNPs still leave at least min_time_between_cnps apart, counted from when the previous one left.
+TEST_CASE("NP: CNPs to one QP leave at least the interval apart on the wire when the HCA's work takes time",
+          "[dcqcn][np]") {
+    DcqcnParams p = params();
+    p.rp_enable = false;
+    Bench b(p);
+    b.sw.mark = [](const uint8_t*, uint32_t, uint64_t) { return true; };
+    b.sw.link_mbps = 10000;
+    b.clock.set_tick(150);  // each clock read: 150 ns later
+    REQUIRE(b.write(b.side[0].qp, 0, 1 << 20, 1) == Status::ok);
+    // The NP sends data of its own: some of its turns are long (a burst of WRITE packets after
+    // the marked packet that decided a CNP), some short.
+    Sge sge{b.side[1].mr.addr() + (2 << 20), 1 << 20, b.side[1].mr.lkey()};
+    SendWr w;
+    w.wr_id = 9;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = WrOpcode::rdma_write;
+    w.send_flags = send_flag::signaled;
+    w.rdma = {b.side[0].mr.addr() + (2 << 20), b.side[0].mr.rkey()};
+    const SendWr* bad = nullptr;
+    REQUIRE(b.side[1].qp.post_send(&w, &bad) == Status::ok);
+    REQUIRE(b.run([&] { b.poll_cqs(); return b.cqes[0].size() == 1 && b.cqes[1].size() == 1; }, 1'000'000'000));
+    CHECK(b.cqes[0][0].status == WcStatus::success);
+    CHECK(b.cqes[1][0].status == WcStatus::success);
+    CHECK(std::memcmp(b.side[1].mem.data(), b.side[0].mem.data(), 1 << 20) == 0);
+    CHECK(std::memcmp(b.side[1].mem.data() + (2 << 20), b.side[0].mem.data() + (2 << 20), 1 << 20) == 0);
+    std::vector<uint64_t> t;
+    for (const Seen& s : b.seen)
+        if (s.dir == 1 && s.ev == port::Event::sent && s.opcode == pkt::op::cnp) t.push_back(s.t);
+    REQUIRE(t.size() >= 10);  // ~1 ms of marked traffic
+    CHECK(t.size() == b.ctr(1).get(Counter::np_cnp_sent));
+    uint64_t least = UINT64_MAX;
+    for (size_t i = 1; i < t.size(); ++i) least = std::min(least, t[i] - t[i - 1]);
+    INFO(t.size() << " CNPs, the closest two " << least << " ns apart");
+    CHECK(least >= 50'000);
+    CHECK(least < 60'000);  // and not much more: marked packets keep coming
+}
+
 TEST_CASE("NP: min_time_between_cnps 0 answers every marked packet; np_enable 0 none, still counted", "[dcqcn][np]") {
     for (const bool np_on : {true, false}) {
         DcqcnParams p = params();

@@ -223,8 +223,9 @@ void dcqcn_ce_marked(Hca& h, QpCtx& c) {
     const DcqcnParams& p = h.dcqcn();
     if (!p.np_enable || c.qp->type == QpType::ud) return;
     DcqcnQp& d = c.dcqcn;
-    const uint64_t now = h.now();
-    if (d.cnp_sent && now - d.last_cnp_ns < uint64_t(p.min_time_between_cnps) * kUs) return;
+    // The interval is kept on the wire: from when the previous CNP left (after the flush below),
+    // to now, not to this turn's start (measured from turn starts, they left 48 us apart).
+    if (d.cnp_sent && h.clock_now() - d.last_cnp_ns < uint64_t(p.min_time_between_cnps) * kUs) return;
     pkt::Headers hd = h.tmpl(c);
     const uint32_t dest_qp = hd.bth.dest_qp;
     const uint16_t pkey = hd.bth.pkey;
@@ -239,7 +240,7 @@ void dcqcn_ce_marked(Hca& h, QpCtx& c) {
     hd.ip6.traffic_class = tc;
     if (h.send(hd, 0, [](std::span<uint8_t>) { return true; }) != Hca::Tx::ok) return;
     d.cnp_sent = true;
-    d.last_cnp_ns = now;
+    d.last_cnp_ns = h.flush_now();
     h.counters().add(Counter::np_cnp_sent);
 }
 

@@ -183,6 +183,13 @@ public:
         }
         return now_ns_;
     }
+    // The frames queued so far leave now (the port permitting), and the clock after that: for a
+    // frame whose spacing is measured on the wire (a CNP), not at this turn's start.
+    uint64_t flush_now() {
+        tx_flush();
+        return clock_.now_ns();
+    }
+    uint64_t clock_now() const { return clock_.now_ns(); }  // not the turn's cached time
     TimerWheel& timers() { return timers_; }
     Counters& counters() { return dev_.counters(); }
     // The peer's MAC: the static table, then port_.neighbor() (which may start ARP/ND).
