@@ -118,6 +118,7 @@ struct ConformMonitor::Flow {
 struct ConformMonitor::Ctx {
     pkt::Packet p;
     uint64_t ts = 0;
+    uint64_t earliest = 0;  // it may have arrived as early as this (ts when the stamp is exact)
     uint64_t frame_no = 0;
     Flow* f = nullptr;
     Violation v(ConfRule r) const {
@@ -192,10 +193,11 @@ ConformMonitor::Flow* ConformMonitor::find(const pkt::Ip6& src, const pkt::Ip6& 
     return nullptr;
 }
 
-void ConformMonitor::frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64_t frame_no) {
+void ConformMonitor::frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64_t frame_no, uint64_t late_ns) {
     frames_.fetch_add(1, std::memory_order_relaxed);
     Ctx c;
     c.ts = ts_ns;
+    c.earliest = ts_ns - std::min(late_ns, ts_ns);
     c.frame_no = frame_no;
     pkt::ParseOptions po;
     po.verify_icrc = cfg_.verify_icrc;
@@ -608,6 +610,8 @@ void ConformMonitor::on_ack(Ctx& c, Flow& req) {
     }
 }
 
+// Both CNPs are received frames: the longest the interval can have been is from the earliest
+// the previous one may have arrived to this one's stamp. Only a shorter one is a violation.
 void ConformMonitor::on_cnp(Ctx& c) {
     Flow& f = *c.f;
     if (f.cnp_seen && c.ts - f.cnp_ts + cfg_.cnp_slack_ns < cfg_.cnp_interval_ns) {
@@ -617,7 +621,7 @@ void ConformMonitor::on_cnp(Ctx& c) {
         report(v);
     }
     f.cnp_seen = true;
-    f.cnp_ts = c.ts;
+    f.cnp_ts = c.earliest;
 }
 
 // ---- reports (not the data path)
@@ -766,7 +770,8 @@ bool conform_pcap(const std::string& path, ConformMonitor& mon, std::vector<Viol
     }
     // A capture taken above event injection holds tx frames that never reached the wire.
     std::vector<uint64_t> unsent;
-    for (const auto& [frame, text] : read_notes(path))
+    std::map<uint64_t, uint64_t> late;
+    for (const auto& [frame, text] : read_notes(path, &late))
         if (text.find(": not sent") != std::string::npos) unsent.push_back(frame);  // std::map: in order
     mon.set_sink(&collect, &out);
     PcapFrame fr;
@@ -776,7 +781,8 @@ bool conform_pcap(const std::string& path, ConformMonitor& mon, std::vector<Viol
         ++n;
         while (u < unsent.size() && unsent[u] < n) ++u;
         if (u < unsent.size() && unsent[u] == n) continue;
-        mon.frame(fr.data, fr.ts_ns, n);
+        const auto lt = late.find(n);
+        mon.frame(fr.data, fr.ts_ns, n, lt == late.end() ? 0 : lt->second);
     }
     mon.set_sink(nullptr, nullptr);
     if (!rd.error().empty()) {
@@ -789,7 +795,7 @@ bool conform_pcap(const std::string& path, ConformMonitor& mon, std::vector<Viol
 // ---- ConformPort
 
 ConformPort::ConformPort(Port& inner, const Clock& clock, const ConformConfig& cfg)
-    : inner_(inner), clock_(clock), mon_(cfg) {
+    : inner_(inner), clock_(clock), mon_(cfg), drained_ns_(clock.now_ns()) {
     mon_.set_sink(&ConformPort::sink, this);
 }
 
@@ -818,9 +824,16 @@ uint16_t ConformPort::tx_burst(Frame* frames, uint16_t n) {
     return taken;
 }
 
+// Received frames are stamped when the poll returns; they arrived after the last poll that left
+// the ring empty (the monitor's cnp.pacing needs that bound).
 uint16_t ConformPort::rx_burst(Frame* frames, uint16_t n) {
+    const uint64_t polled = clock_.now_ns();
     const uint16_t got = inner_.rx_burst(frames, n);
-    for (uint16_t i = 0; i < got; ++i) see(frames[i]);
+    if (got) {
+        const uint64_t stamp = clock_.now_ns();
+        for (uint16_t i = 0; i < got; ++i) mon_.frame({frames[i].data, frames[i].len}, stamp, ++frame_no_, stamp - drained_ns_);
+    }
+    if (got < n) drained_ns_ = polled;
     return got;
 }
 

@@ -117,7 +117,9 @@ public:
 
     // One frame as it crossed the wire (Ethernet header first), at `ts_ns`, numbered `frame_no`.
     // Frames that are not RoCE v2 are counted and ignored.
-    void frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64_t frame_no);
+    // late_ns: how much before ts_ns the frame may have arrived (a capture stamps a received
+    // frame when its poll returns; PcapWriter::note_late); 0 when the stamp is exact.
+    void frame(std::span<const uint8_t> data, uint64_t ts_ns, uint64_t frame_no, uint64_t late_ns = 0);
 
     // Forgets every flow and count (the data-path thread): as new, without allocating.
     void reset();
@@ -188,6 +190,7 @@ private:
     const Clock& clock_;
     ConformMonitor mon_;
     uint64_t frame_no_ = 0;
+    uint64_t drained_ns_ = 0;  // when a poll last left the inner port's ring empty
     std::array<Violation, kRecent> recent_{};
     uint64_t nrecent_ = 0;
     // tx frames offered but not taken: offered again next time, they are not seen twice

@@ -88,6 +88,7 @@ NetPort::~NetPort() {
 
 void NetPort::set_capture(PcapWriter* w) {
     cap_ = w;
+    drained_ns_ = clock_.now_ns();  // what waited before is taken as arrived now
     if (w && !stage_) {
         stage_cap_ = inner_.mtu() + uint32_t(pkt::kEthLen + pkt::kVlanLen);
         stage_ = std::make_unique<uint8_t[]>(size_t(stage_cap_) * kCaptureBurst);
@@ -96,6 +97,14 @@ void NetPort::set_capture(PcapWriter* w) {
 
 void NetPort::capture(const uint8_t* p, uint32_t len) {
     if (cap_) cap_->write({p, len}, clock_.now_ns());
+}
+
+// A received frame arrived after the last poll that emptied the ring: its stamp (the poll's) may
+// be up to `late` after it. Noted beyond a poll loop's usual turn.
+void NetPort::capture_rx(const Frame& f, uint64_t stamp, uint64_t late) {
+    if (!cap_) return;
+    cap_->write({f.data, f.len}, stamp);
+    if (late > kLateNoteNs) cap_->note_late(cap_->frames(), late);
 }
 
 uint16_t NetPort::tx_burst(Frame* frames, uint16_t n) {
@@ -145,10 +154,19 @@ uint16_t NetPort::rx_burst(Frame* frames, uint16_t n) {
         frames[keep++] = loop_[loop_head_++ % loop_.size()];
         ++st_.rx_roce;
     }
-    const uint16_t got = uint16_t(keep + inner_.rx_burst(frames + keep, uint16_t(n - keep)));
+    const uint16_t want = uint16_t(n - keep);
+    const uint64_t polled = cap_ ? clock_.now_ns() : 0;
+    const uint16_t in = inner_.rx_burst(frames + keep, want);
+    const uint16_t got = uint16_t(keep + in);
+    uint64_t stamp = 0, late = 0;
+    if (cap_ && in) {
+        stamp = clock_.now_ns();
+        late = stamp - drained_ns_;
+    }
+    if (cap_ && in < want) drained_ns_ = polled;
     for (uint16_t i = keep; i < got; ++i) {
         Frame& f = frames[i];
-        capture(f.data, f.len);
+        capture_rx(f, stamp, late);
         if (is_roce_for_us(f.data, f.len)) {
             ++st_.rx_roce;
             if (keep != i) frames[keep] = f;

@@ -112,6 +112,9 @@ class NetPort final : public Port {
 public:
     static constexpr uint32_t kNeighbors = 64;
     static constexpr uint16_t kCaptureBurst = 32;
+    // A received frame whose stamp may be later than its arrival by more than this gets a note
+    // (PcapWriter::note_late) in a capture with notes.
+    static constexpr uint64_t kLateNoteNs = 2'000;
 
     // `inner` and `clock` must outlive the NetPort.
     NetPort(Port& inner, const Clock& clock, const NetConfig& cfg);
@@ -188,6 +191,7 @@ private:
     bool ours(const pkt::Ip6& gid) const;          // one of our addresses
     bool send_own(Frame& f);  // captures and transmits one frame of our own; frees it if refused
     void capture(const uint8_t* p, uint32_t len);
+    void capture_rx(const Frame& f, uint64_t stamp, uint64_t late);
 
     Port& inner_;
     const Clock& clock_;
@@ -201,6 +205,7 @@ private:
     std::unique_ptr<uint8_t[]> stage_;  // kCaptureBurst frames of stage_cap_ bytes
     uint32_t stage_cap_ = 0;
     uint32_t stage_len_[kCaptureBurst] = {};
+    uint64_t drained_ns_ = 0;  // capturing: when a poll last left the inner port's ring empty
     std::vector<Frame> loop_;  // cfg_.loopback_frames; free-running head and tail
     uint32_t loop_head_ = 0, loop_tail_ = 0;
 };

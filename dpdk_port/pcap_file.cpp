@@ -85,9 +85,15 @@ void PcapWriter::note(uint64_t frame, uint32_t id, const char* rule, const char*
                  rule ? rule : "", what);
 }
 
+void PcapWriter::note_late(uint64_t frame, uint64_t late_ns) {
+    if (!notes_) return;
+    std::fprintf(notes_, "%llu\t%s%llu ns after it arrived (when polled)\n", static_cast<unsigned long long>(frame),
+                 kLateNote, static_cast<unsigned long long>(late_ns));
+}
+
 std::string notes_path(const std::string& pcap_path) { return pcap_path + ".notes"; }
 
-std::map<uint64_t, std::string> read_notes(const std::string& pcap_path) {
+std::map<uint64_t, std::string> read_notes(const std::string& pcap_path, std::map<uint64_t, uint64_t>* late) {
     std::map<uint64_t, std::string> out;
     std::FILE* f = std::fopen(notes_path(pcap_path).c_str(), "r");
     if (!f) return out;
@@ -101,6 +107,10 @@ std::map<uint64_t, std::string> read_notes(const std::string& pcap_path) {
         if (end == line || *end) continue;
         std::string text = tab + 1;
         while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        if (text.starts_with(kLateNote)) {
+            if (late) (*late)[n] = std::strtoull(text.c_str() + std::strlen(kLateNote), nullptr, 10);
+            continue;
+        }
         std::string& slot = out[n];
         slot += slot.empty() ? text : "; " + text;
     }

@@ -58,7 +58,12 @@ public:
     // 1-based, as dissect numbers frames). Opened by enable_notes() (before traffic); note() is
     // buffered stdio, no allocation.
     bool enable_notes();
+    bool notes_enabled() const { return notes_ != nullptr; }
     void note(uint64_t frame, uint32_t id, const char* rule, const char* what);
+    // A received frame is stamped when its poll returns; it may have arrived up to `late_ns`
+    // before (since the last poll that emptied the ring). Noted (kLateNote) so that a judge of
+    // intervals between received frames (conform's cnp.pacing) does not take the poll for the wire.
+    void note_late(uint64_t frame, uint64_t late_ns);
 
 private:
     pcap* p_ = nullptr;
@@ -70,8 +75,10 @@ private:
 };
 
 std::string notes_path(const std::string& pcap_path);  // FILE.pcap -> FILE.pcap.notes
-// The notes of a capture by frame number (several lines for one frame joined by "; "); empty
-// when there is no side-car file.
-std::map<uint64_t, std::string> read_notes(const std::string& pcap_path);
+// How note_late()'s line starts ("capture: stamped up to N ns after it arrived (when polled)").
+inline constexpr const char* kLateNote = "capture: stamped up to ";
+// The injection's notes of a capture by frame number (several lines for one frame joined by "; ");
+// empty when there is no side-car file. `late`: the capture's late stamps (note_late), in ns.
+std::map<uint64_t, std::string> read_notes(const std::string& pcap_path, std::map<uint64_t, uint64_t>* late = nullptr);
 
 }  // namespace hcaemu::port

@@ -88,12 +88,24 @@ def frames(path):
     return out
 
 
+LATE = "capture: stamped up to "  # the capture's note on a received frame (PcapWriter::note_late)
+
+
 def notes(path):
+    """The injection's notes by frame; and by frame, how much earlier than its stamp a received
+    frame may have arrived (ns; the capture stamps a frame when its poll returns)."""
+    inj, late = {}, {}
     try:
         with open(path + ".notes") as f:
-            return {int(line.split("\t")[0]): line.rstrip("\n").split("\t", 1)[1] for line in f}
+            for line in f:
+                n, text = line.rstrip("\n").split("\t", 1)
+                if text.startswith(LATE):
+                    late[int(n)] = int(text[len(LATE):].split()[0])
+                else:
+                    inj[int(n)] = inj[int(n)] + "; " + text if int(n) in inj else text
     except FileNotFoundError:
-        return {}
+        pass
+    return inj, late
 
 
 def psn_after(a, b):
@@ -248,6 +260,8 @@ def measure(name, fr, nt, me):
         m["cnp_qps"] = sorted({f["qp"] for f in cnps})
         if len(cnps) > 1:
             m["min_cnp_interval_us"] = round(min(b["ts"] - a["ts"] for a, b in zip(cnps, cnps[1:])) * 1e6, 1)
+            # the longest that closest pair can have been apart: the capture stamps when it polls
+            m["min_cnp_interval_bound_us"] = round(min(b["ts"] - a["ts"] + a["late"] for a, b in zip(cnps, cnps[1:])) * 1e6, 1)
         m["verdict"] = "ok" if cnps else "no CNP (the peer is not a DCQCN notification point)"
     return m
 
@@ -285,7 +299,9 @@ def run_one(a, name, rule, out):
         with open(plog, errors="replace") as lf:
             peer_out = [x.rstrip() for x in lf if x.strip()][-8:]
     fr = frames(pc) if os.path.exists(pc) else []
-    nt = notes(pc)
+    nt, late = notes(pc)
+    for f in fr:
+        f["late"] = late.get(f["n"], 0) / 1e9
     me = a.attach.split("--ip")[1].split()[0].split("/")[0] if "--ip" in a.attach else ""
     conf = subprocess.run([a.hcaemu, "conform", "--json", "--retry-cnt", str(RETRY_CNT), pc], capture_output=True, text=True, timeout=60)
     lines = [json.loads(x) for x in conf.stdout.splitlines() if x.startswith("{")]

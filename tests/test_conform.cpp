@@ -273,6 +273,60 @@ TEST_CASE("conform: rules across packets", "[conform]") {
     }
 }
 
+// A capture stamps a received frame when its poll returns (PcapWriter::note_late): CNPs 42 us
+// apart by their stamps, the first stamped up to 100 us after it arrived, may have been 142 us
+// apart. Only an interval shorter however the stamps lie is a violation.
+TEST_CASE("conform: cnp.pacing judges from when the previous CNP may have arrived", "[conform]") {
+    auto v = clean();
+    v.push_back(rc(false, op::cnp, 0, 0, 200));
+    v.push_back(rc(false, op::cnp, 0, 0, 242));
+    auto judge = [&](uint64_t late_first_ns, uint64_t late_second_ns) {
+        port::ConformMonitor mon;
+        std::vector<Violation> out;
+        mon.set_sink([](void* ctx, const Violation& x) { static_cast<std::vector<Violation>*>(ctx)->push_back(x); }, &out);
+        uint64_t n = 0;
+        for (const Fr& f : v) {
+            ++n;
+            mon.frame(f.b, f.ts, n, n == 12 ? late_first_ns : n == 13 ? late_second_ns : 0);
+        }
+        return out;
+    };
+    CHECK(judge(100'000, 0).empty());
+    CHECK(judge(5'000, 0).empty());      // 47 us at most: within the 5 us slack
+    REQUIRE(judge(2'000, 0).size() == 1);  // 44 us at most
+    CHECK(judge(2'000, 0)[0].rule == ConfRule::cnp_pacing);
+    CHECK(judge(2'000, 0)[0].a == 44);
+    REQUIRE(judge(0, 100'000).size() == 1);  // the later one's lateness makes it no longer
+    CHECK(judge(0, 0)[0].frame == 13);
+
+    // Offline: the same from the capture's notes.
+    const auto dir = std::filesystem::temp_directory_path() / ("conform_test_l" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "late.pcap").string();
+    auto offline = [&](uint64_t late_first_ns) {
+        {
+            port::PcapWriter w(path);
+            REQUIRE(w.ok());
+            REQUIRE(w.enable_notes());
+            for (const Fr& f : v) {
+                w.write(f.b, f.ts);
+                if (w.frames() == 12 && late_first_ns) w.note_late(12, late_first_ns);
+            }
+        }
+        port::ConformMonitor mon;
+        std::vector<Violation> vs;
+        std::string err;
+        REQUIRE(port::conform_pcap(path, mon, vs, err));
+        return vs.size();
+    };
+    CHECK(offline(100'000) == 0);
+    CHECK(offline(0) == 1);
+    std::map<uint64_t, uint64_t> late;
+    CHECK(port::read_notes(path, &late).empty());  // the injection's notes: none
+    CHECK(late == std::map<uint64_t, uint64_t>{});  // offline(0) wrote none
+    std::filesystem::remove_all(dir);
+}
+
 namespace {
 
 // A WRITE of 3 packets answered by `answer` at PSN 101, then what the requester does.

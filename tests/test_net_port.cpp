@@ -583,6 +583,59 @@ TEST_CASE("capture: every frame received and sent exactly once, refused frames w
     std::remove(path.c_str());
 }
 
+// The capture stamps a received frame when its poll returns; the frame arrived after the last
+// poll that left the ring empty. Where that is more than kLateNoteNs earlier, a note says so.
+TEST_CASE("capture: a frame stamped late (the poll came late) is noted with how late it may be") {
+    VirtualClock clock(5'000'000'000);
+    MemWire wire(wire_config(), clock);
+    NetPort net(wire.end(0), clock, net_config());
+    Port& peer = wire.end(1);
+    const std::string path = "net_port_late.pcap";
+    auto peer_send = [&](uint8_t tag) {
+        Frame f;
+        REQUIRE(peer.alloc(f));
+        Bytes b = roce_frame(false);
+        b[b.size() - 5] = tag;
+        std::memcpy(f.data, b.data(), b.size());
+        f.len = uint32_t(b.size());
+        REQUIRE(peer.tx_burst(&f, 1) == 1);
+    };
+    Frame fs[8];
+    auto take = [&](uint16_t want) {
+        REQUIRE(net.rx_burst(fs, 8) == want);
+        for (uint16_t i = 0; i < want; ++i) net.free(fs[i]);
+    };
+    {
+        PcapWriter w(path);
+        REQUIRE(w.ok());
+        REQUIRE(w.enable_notes());
+        net.set_capture(&w);
+        clock.advance(1'000);
+        take(0);  // the ring empty at 5'000'001'000
+        peer_send(1);
+        clock.advance(50'000);  // the next poll comes 50 us later: frame 1 waited up to that
+        take(1);
+        peer_send(2);
+        clock.advance(1'500);  // polled 1.5 us after the last: within a turn, no note
+        take(1);
+        peer_send(3);
+        peer_send(4);
+        clock.advance(3'000);
+        take(2);  // frames 3 and 4: up to 3 us
+        net.set_capture(nullptr);
+    }
+    std::map<uint64_t, uint64_t> late;
+    CHECK(read_notes(path, &late).empty());  // no injection notes
+    CHECK(late == std::map<uint64_t, uint64_t>{{1, 50'000}, {3, 3'000}, {4, 3'000}});
+    PcapReader r(path);
+    PcapFrame pf;
+    uint64_t n = 0;
+    while (r.next(pf)) ++n;
+    CHECK(n == 4);
+    std::remove(path.c_str());
+    std::remove(notes_path(path).c_str());
+}
+
 namespace {
 
 // Two HCAs on the in-memory wire, each behind a NetPort, with no static neighbours: each finds the

@@ -47,9 +47,11 @@ def frames(path):
 
 
 def notes(path):
+    """The injection's notes by frame (the capture's own, on late stamps, apart)."""
     try:
         with open(path + ".notes") as f:
-            return {int(line.split("\t")[0]): line.rstrip("\n").split("\t", 1)[1] for line in f}
+            return {int(line.split("\t")[0]): line.rstrip("\n").split("\t", 1)[1] for line in f
+                    if line.split("\t", 1)[1].startswith("injected:")}
     except FileNotFoundError:
         return {}
 

@@ -21,7 +21,8 @@ constexpr const char* kHelp =
     "GSI) carry MADs: the common header and the CM attributes (REQ, REP, RTU, REJ, MRA, DREQ, DREP,\n"
     "SIDR_REQ, SIDR_REP, ClassPortInfo) are decoded field by field, with the RDMA CM header.\n"
     "Ends with a summary: frames by opcode and by error. Frames an injection rule touched\n"
-    "(FILE.pcap.notes beside the capture, docs/inject.md) carry an \"injected: ...\" line.\n"
+    "(FILE.pcap.notes beside the capture, docs/inject.md) carry an \"injected: ...\" line, and\n"
+    "received frames the capture stamped late (its poll came late) a \"capture: ...\" line.\n"
     "\n"
     "options:\n"
     "  --brief             one line per frame, like tshark's summary\n"
@@ -39,18 +40,26 @@ constexpr const char* kHelp =
     "2 bad arguments or a missing, unreadable or non-Ethernet file.\n";
 
 // "injected: ..." on a frame: its own line (full), a suffix (brief), a member (json).
-void add_note(std::string& out, const std::string& note, pkt::DissectFormat f) {
+// json_member: the JSON member ("injected": the text; "stamp_late_ns": the number `late`).
+void add_note(std::string& out, const std::string& note, pkt::DissectFormat f, const char* json_member = "injected",
+              uint64_t late = 0) {
     const bool nl = !out.empty() && out.back() == '\n';
     if (nl) out.pop_back();
     if (f == pkt::DissectFormat::json) {
         const size_t close = out.rfind('}');
         if (close == std::string::npos) return;
-        std::string esc = ",\"injected\":\"";
-        for (char c : note) {
-            if (c == '"' || c == '\\') esc += '\\';
-            esc += c;
+        std::string esc = std::string(",\"") + json_member + "\":";
+        if (late) {
+            esc += std::to_string(late);
+        } else {
+            esc += '"';
+            for (char c : note) {
+                if (c == '"' || c == '\\') esc += '\\';
+                esc += c;
+            }
+            esc += '"';
         }
-        out.insert(close, esc + "\"");
+        out.insert(close, esc);
     } else if (f == pkt::DissectFormat::brief) {
         out += "  [" + note + "]";
     } else {
@@ -103,7 +112,8 @@ int cmd_dissect(int argc, char** argv) {
         std::fprintf(stderr, "hcaemu dissect: %s\n", rd.error().c_str());
         return kExitUsage;
     }
-    const std::map<uint64_t, std::string> notes = port::read_notes(file);
+    std::map<uint64_t, uint64_t> late;
+    const std::map<uint64_t, std::string> notes = port::read_notes(file, &late);
     pkt::DissectSummary sum;
     port::PcapFrame fr;
     std::string out;
@@ -121,6 +131,9 @@ int cmd_dissect(int argc, char** argv) {
         const pkt::ParseError e = pkt::parse(fr.data, p);
         pkt::dissect(out, p, e, fr.data.size(), idx, t, opt);
         if (const auto it = notes.find(idx); it != notes.end()) add_note(out, it->second, opt.format);
+        if (const auto it = late.find(idx); it != late.end())
+            add_note(out, port::kLateNote + std::to_string(it->second) + " ns after it arrived (when polled)", opt.format,
+                     "stamp_late_ns", it->second);
         sum.add(p, e);
         if (opt.format == pkt::DissectFormat::full) out += '\n';
         std::fwrite(out.data(), 1, out.size(), stdout);
