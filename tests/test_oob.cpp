@@ -280,6 +280,54 @@ TEST_CASE("perftest's version, system data, MTU, results and done: exact bytes, 
     CHECK(parse_done(done_x) == OobError::no_terminator);
 }
 
+namespace {
+// perftest's own loop over every (post, signaled completion) pair, as the reference.
+double peak_by_pairs(const std::vector<uint64_t>& tp, const std::vector<uint64_t>& tc, uint32_t cq_mod) {
+    const size_t n = tp.size();
+    double best = double(tc[n - 1] - tp[0]) / double(n);
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = i; j < n; ++j)
+            if (j % cq_mod == cq_mod - 1 || j == n - 1) best = std::min(best, double(tc[j] - tp[i]) / double(j - i + 1));
+    return best;
+}
+}  // namespace
+
+TEST_CASE("perf results: the peak by the upper hull equals perftest's loop over every pair", "[perf]") {
+    using namespace hcaemu::tools::perf;
+    uint64_t seed = 12345;
+    auto rnd = [&](uint64_t m) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        return (seed >> 33) % m;
+    };
+    for (int round = 0; round < 3000; ++round) {
+        const size_t n = 1 + rnd(round < 2000 ? 40 : 400);
+        const uint32_t cq_mod = uint32_t(1 + rnd(round % 3 == 0 ? 1 : 12));
+        std::vector<uint64_t> tp(n), tc(n);
+        uint64_t t = 1'000'000 + rnd(1000);
+        for (size_t i = 0; i < n; ++i) {
+            t += rnd(4) == 0 ? rnd(5000) : rnd(50);  // bursts and gaps, equal stamps too
+            tp[i] = t;
+        }
+        uint64_t c = tp[0];
+        for (size_t i = 0; i < n; ++i) {
+            c = std::max(c, tp[i]) + (rnd(5) == 0 ? rnd(8000) : rnd(100));
+            tc[i] = c;
+        }
+        const double want = peak_by_pairs(tp, tc, cq_mod), got = peak_ns_per_msg(tp, tc, cq_mod);
+        INFO("round " << round << " n " << n << " cq_mod " << cq_mod);
+        REQUIRE(got == want);  // the same pair's quotient, so the same double
+    }
+    // one million messages in well under a second (the pairs would take n^2 / 100 = 10^10 steps)
+    const size_t n = 1'000'000;
+    std::vector<uint64_t> tp(n), tc(n);
+    for (size_t i = 0; i < n; ++i) {
+        tp[i] = i * 190 + (i % 7) * 13;
+        tc[i] = tp[i] + 2000 + (i % 11) * 17;
+    }
+    CHECK(peak_ns_per_msg(tp, tc, 100) == peak_ns_per_msg(std::vector<uint64_t>(tp), tc, 100));
+    CHECK(peak_ns_per_msg(tp, tc, 100) > 0);
+}
+
 TEST_CASE("perf results: perftest's arithmetic on known timestamps", "[perf]") {
     using namespace hcaemu::tools::perf;
     // ten 1000-byte WRITEs posted every 100 ns, a completion every 5th (CQ moderation 5)

@@ -86,6 +86,9 @@ struct BwReport {
 // tposted[i]: when WR i was posted; tcompleted[j]: when the completion covering WR j was seen, set
 // at the signaled ones (every cq_mod-th and the last). Peak: the best (tcompleted[j]-tposted[i])
 // / (j-i+1) over i and every signaled j >= i; average over the whole run.
+// perftest's peak: the least time per message from post i to a signaled completion j >= i
+// ((tcompleted[j] - tposted[i]) / (j - i + 1); signaled: j % cq_mod == cq_mod - 1, and the last).
+double peak_ns_per_msg(std::span<const uint64_t> tposted, std::span<const uint64_t> tcompleted, uint32_t cq_mod);
 BwReport compute_bw(std::span<const uint64_t> tposted, std::span<const uint64_t> tcompleted, uint64_t size,
                     uint32_t cq_mod, bool gbits);
 // Duration runs and the send server: no peak, the average over `ns`.
