@@ -186,15 +186,16 @@ struct Bench {
         return extra[0][k];
     }
 
-    Status write(Qp& qp, uint64_t off, uint32_t len, uint64_t wr_id) {
-        Sge sge{side[0].mr.addr() + off, len, side[0].mr.lkey()};
+    // A WRITE from side `from` (0 unless said) to the same offset on the other side.
+    Status write(Qp& qp, uint64_t off, uint32_t len, uint64_t wr_id, int from = 0) {
+        Sge sge{side[from].mr.addr() + off, len, side[from].mr.lkey()};
         SendWr w;
         w.wr_id = wr_id;
         w.sg_list = &sge;
         w.num_sge = 1;
         w.opcode = WrOpcode::rdma_write;
         w.send_flags = send_flag::signaled;
-        w.rdma = {side[1].mr.addr() + off, side[1].mr.rkey()};
+        w.rdma = {side[1 - from].mr.addr() + off, side[1 - from].mr.rkey()};
         const SendWr* bad = nullptr;
         return qp.post_send(&w, &bad);
     }
@@ -352,16 +353,7 @@ TEST_CASE("NP: CNPs to one QP leave at least the interval apart on the wire when
     REQUIRE(b.write(b.side[0].qp, 0, 1 << 20, 1) == Status::ok);
     // The NP sends data of its own: some of its turns are long (a burst of WRITE packets after
     // the marked packet that decided a CNP), some short.
-    Sge sge{b.side[1].mr.addr() + (2 << 20), 1 << 20, b.side[1].mr.lkey()};
-    SendWr w;
-    w.wr_id = 9;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.opcode = WrOpcode::rdma_write;
-    w.send_flags = send_flag::signaled;
-    w.rdma = {b.side[0].mr.addr() + (2 << 20), b.side[0].mr.rkey()};
-    const SendWr* bad = nullptr;
-    REQUIRE(b.side[1].qp.post_send(&w, &bad) == Status::ok);
+    REQUIRE(b.write(b.side[1].qp, 2 << 20, 1 << 20, 9, 1) == Status::ok);
     REQUIRE(b.run([&] { b.poll_cqs(); return b.cqes[0].size() == 1 && b.cqes[1].size() == 1; }, 1'000'000'000));
     CHECK(b.cqes[0][0].status == WcStatus::success);
     CHECK(b.cqes[1][0].status == WcStatus::success);
