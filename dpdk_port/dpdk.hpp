@@ -59,6 +59,9 @@ struct DpdkPortConfig {
     uint32_t mtu = 1500;
     uint32_t extra_mbufs = 2048;  // beyond the rings: frames the HCA holds (built, in flight)
     std::optional<pkt::Mac> mac;  // the port's MAC instead of the device's (vdevs often have none)
+    // RX/TX queue pairs, one per data-path lcore (queue(q)); refused above the PMD's own limit.
+    // The pool is shared by the queues and sized for all of them.
+    uint16_t queues = 1;
 };
 
 // Link events as the port saw them (from the interrupt thread, hence atomics).
@@ -107,6 +110,15 @@ public:
     DpdkPort(const DpdkPort&) = delete;
     DpdkPort& operator=(const DpdkPort&) = delete;
 
+    // Queue q's own Port (q < queues()): bursts on RX/TX queue q, its own alloc stash and
+    // PortStats, buffers from the shared pool (a frame taken on one queue may be freed through
+    // any). One thread per queue. queue(0) is this object. The link is the port's: a queue other
+    // than 0 answers 0 while it is down and never restarts a memif client (queue 0 does); memif
+    // bursts are fault-guarded on every queue.
+    Port& queue(uint16_t q);
+    uint16_t queues() const { return nqueues_; }
+
+    // Queue 0 (the single-queue port): stats() counts queue 0's frames only.
     bool alloc(Frame& f) override;
     uint16_t tx_burst(Frame* frames, uint16_t n) override;
     uint16_t rx_burst(Frame* frames, uint16_t n) override;
@@ -159,10 +171,12 @@ private:
     uint64_t reconnects_ = 0;
     uint64_t burst_faults_ = 0;
     uint64_t frames_lost_in_fault_ = 0;
+    uint16_t nqueues_ = 1;
 };
 
-// Two ethdevs joined by a pair of rings in this process (DPDK's net_ring): the embedded default
-// link, needing no NIC. Returns their port ids.
-bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error);
+// Two ethdevs joined by pairs of rings in this process (DPDK's net_ring): the embedded default
+// link, needing no NIC. With `queues` > 1, queue q of one end is joined to queue q of the other.
+// Returns their port ids.
+bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error, uint16_t queues = 1);
 
 }  // namespace hcaemu::port
