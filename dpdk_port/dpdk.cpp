@@ -353,6 +353,45 @@ int register_thread(std::string& error) {
 
 void unregister_thread() { rte_thread_unregister(); }
 
+// Queue q >= 1 of a DpdkPort: its own stash, counters and fault counts, the port's pool and link.
+// It reads the link, never updates it nor restarts a memif client (queue 0 does, from its thread).
+class DpdkQueue final : public Port {
+public:
+    DpdkQueue(DpdkPort& p, uint16_t q) : p_(p), q_(q) {}
+    ~DpdkQueue() override { release(); }
+    DpdkQueue(const DpdkQueue&) = delete;
+    DpdkQueue& operator=(const DpdkQueue&) = delete;
+    void release() {  // before the pool goes
+        if (nstash_) rte_pktmbuf_free_bulk(stash_, nstash_);
+        nstash_ = 0;
+    }
+
+    bool alloc(Frame& f) override { return p_.alloc_on(stash_, nstash_, stats_, f); }
+    uint16_t tx_burst(Frame* frames, uint16_t n) override {
+        return link() ? p_.tx_on(q_, frames, n, stats_, fc) : 0;
+    }
+    uint16_t rx_burst(Frame* frames, uint16_t n) override {
+        return link() ? p_.rx_on(q_, frames, n, stats_, fc) : 0;
+    }
+    void free(Frame& f) override { p_.free(f); }  // the pool is the port's: no per-queue state
+    void free_burst(Frame* frames, uint16_t n) override { p_.free_burst(frames, n); }
+    pkt::Mac mac() const override { return p_.mac(); }
+    uint32_t mtu() const override { return p_.mtu(); }
+    PortStats stats() const override { return stats_; }
+
+    DpdkPort::FaultCount fc;
+
+private:
+    bool link() const { return !p_.watch_link_ || p_.link_.load(std::memory_order_acquire); }
+    DpdkPort& p_;
+    const uint16_t q_;
+    rte_mbuf* stash_[DpdkPort::kStash] = {};
+    unsigned nstash_ = 0;
+    PortStats stats_;
+};
+
+Port& DpdkPort::queue(uint16_t q) { return q == 0 ? static_cast<Port&>(*this) : *more_.at(q - 1u); }
+
 std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig& cfg, std::string& error) {
     if (!rte_eth_dev_is_valid_port(port_id)) {
         error = "no DPDK port " + std::to_string(port_id) + "; ports: " + describe_ports();
@@ -418,7 +457,12 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
                 " bytes; DPDK's limit is 65535";
         return nullptr;
     }
-    const uint32_t n = uint32_t(cfg.rx_desc) + cfg.tx_desc + cfg.extra_mbufs;
+    if (cfg.queues == 0 || cfg.queues > di.max_rx_queues || cfg.queues > di.max_tx_queues) {
+        error = where + ": " + std::to_string(cfg.queues) + " queue pairs: the PMD has 1 to " +
+                std::to_string(std::min(di.max_rx_queues, di.max_tx_queues));
+        return nullptr;
+    }
+    const uint32_t n = uint32_t(cfg.queues) * (uint32_t(cfg.rx_desc) + cfg.tx_desc) + cfg.extra_mbufs;
     const std::string name = "hcaemu_pool_" + std::to_string(port_id);
     const int socket = rte_eth_dev_socket_id(port_id) < 0 ? 0 : rte_eth_dev_socket_id(port_id);
     p->pool_ = rte_pktmbuf_pool_create(name.c_str(), n, 256, 0, uint16_t(room), socket);
@@ -433,7 +477,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
     // net_memif's link is its peer connection but it raises no link interrupt (no
     // RTE_ETH_DEV_INTR_LSC in 22.11): the bursts read its link status, which costs no system call.
     p->watch_link_ = p->lsc_ || p->driver_ == "net_memif";
-    e = rte_eth_dev_configure(port_id, 1, 1, &conf);
+    e = rte_eth_dev_configure(port_id, cfg.queues, cfg.queues, &conf);
     if (e != 0) {
         error = where + ": configure: " + rte_strerror(-e);
         return nullptr;
@@ -458,12 +502,16 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
                 "; its largest frame is " + std::to_string(di.max_rx_pktlen) + " bytes)";
         return nullptr;
     }
-    e = rte_eth_rx_queue_setup(port_id, 0, cfg.rx_desc, unsigned(socket), nullptr, p->pool_);
-    if (e == 0) e = rte_eth_tx_queue_setup(port_id, 0, cfg.tx_desc, unsigned(socket), nullptr);
+    for (uint16_t q = 0; q < cfg.queues && e == 0; ++q) {
+        e = rte_eth_rx_queue_setup(port_id, q, cfg.rx_desc, unsigned(socket), nullptr, p->pool_);
+        if (e == 0) e = rte_eth_tx_queue_setup(port_id, q, cfg.tx_desc, unsigned(socket), nullptr);
+    }
     if (e != 0) {
         error = where + ": queue setup: " + rte_strerror(-e);
         return nullptr;
     }
+    p->nqueues_ = cfg.queues;
+    for (uint16_t q = 1; q < cfg.queues; ++q) p->more_.push_back(std::make_unique<DpdkQueue>(*p, q));
     if (p->watch_link_) p->link_.store(false);
     if (p->lsc_) {
         e = rte_eth_dev_callback_register(port_id, RTE_ETH_EVENT_INTR_LSC, &LscHook::on_lsc, p.get());
@@ -525,8 +573,13 @@ bool DpdkPort::link_up() {
 }
 
 LinkStats DpdkPort::link_stats() const {
-    LinkStats l{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, burst_faults_,
-                frames_lost_in_fault_};
+    uint64_t faults = faults0_.faults.load(std::memory_order_relaxed);
+    uint64_t lost = faults0_.lost.load(std::memory_order_relaxed);
+    for (const auto& q : more_) {
+        faults += q->fc.faults.load(std::memory_order_relaxed);
+        lost += q->fc.lost.load(std::memory_order_relaxed);
+    }
+    LinkStats l{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, faults, lost};
     rte_eth_stats e{};
     if (open_ && rte_eth_stats_get(port_, &e) == 0) {
         l.pmd_ipackets = e.ipackets;
@@ -555,12 +608,12 @@ void DpdkPort::reconnect() {
 }
 
 void DpdkPort::on_burst_fault() {
-    ++burst_faults_;
     // The peer's memory is gone: down until the PMD says up again (a reconnect re-initialises the
-    // queues). The interrupt thread's own down event is counted when it is read.
+    // queues). The interrupt thread's own down event is counted when it is read. Any queue's
+    // thread: queue 0 reconnects a memif client at its next burst.
     if (link_.exchange(false, std::memory_order_acq_rel)) {
         down_events_.fetch_add(1);
-        if (memif_client_) next_reconnect_tsc_ = 0;
+        if (memif_client_) reconnect_now_.store(true, std::memory_order_release);
     }
 }
 
@@ -583,6 +636,7 @@ void DpdkPort::close() {
     open_ = false;
     if (nstash_) rte_pktmbuf_free_bulk(stash_, nstash_);
     nstash_ = 0;
+    for (auto& q : more_) q->release();
     if (pool_) rte_mempool_free(pool_);
     pool_ = nullptr;
 }
@@ -597,24 +651,27 @@ bool DpdkPort::link_ok() {
     if (link_.load(std::memory_order_acquire)) return true;
     ++polls_while_down_;
     if (memif_client_) {  // only while down: no cost on the data path
+        if (reconnect_now_.exchange(false, std::memory_order_acq_rel)) next_reconnect_tsc_ = 0;
         const uint64_t now = rte_get_timer_cycles();
         if (now >= next_reconnect_tsc_) reconnect();
     }
     return false;
 }
 
-bool DpdkPort::alloc(Frame& f) {
-    if (nstash_ == 0) {
-        if (rte_pktmbuf_alloc_bulk(pool_, stash_, kStash) == 0) {
-            nstash_ = kStash;
+bool DpdkPort::alloc(Frame& f) { return alloc_on(stash_, nstash_, stats_, f); }
+
+bool DpdkPort::alloc_on(rte_mbuf** stash, unsigned& nstash, PortStats& st, Frame& f) {
+    if (nstash == 0) {
+        if (rte_pktmbuf_alloc_bulk(pool_, stash, kStash) == 0) {
+            nstash = kStash;
         } else if (rte_mbuf* one = rte_pktmbuf_alloc(pool_)) {  // fewer than kStash left
-            stash_[nstash_++] = one;
+            stash[nstash++] = one;
         } else {
-            ++stats_.tx_no_buffer;
+            ++st.tx_no_buffer;
             return false;
         }
     }
-    rte_mbuf* m = stash_[--nstash_];
+    rte_mbuf* m = stash[--nstash];
     f.handle = m;
     f.data = rte_pktmbuf_mtod(m, uint8_t*);
     f.cap = rte_pktmbuf_tailroom(m);
@@ -624,6 +681,10 @@ bool DpdkPort::alloc(Frame& f) {
 
 uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
     if (!link_ok()) return 0;
+    return tx_on(0, frames, n, stats_, faults0_);
+}
+
+uint16_t DpdkPort::tx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc) {
     rte_mbuf* mb[64];
     uint16_t k = n > 64 ? 64 : n;
     for (uint16_t i = 0; i < k; ++i) {
@@ -634,18 +695,19 @@ uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
     }
     uint16_t sent = 0;
     if (!memif_) {
-        sent = rte_eth_tx_burst(port_, 0, mb, k);
-    } else if (!guarded([&] { return rte_eth_tx_burst(port_, 0, mb, k); }, sent)) {
+        sent = rte_eth_tx_burst(port_, q, mb, k);
+    } else if (!guarded([&] { return rte_eth_tx_burst(port_, q, mb, k); }, sent)) {
         // Which mbufs the PMD had already freed is unknown: all k are left to it (a bounded leak
         // of the pool) rather than risk a double free.
+        fc.faults.store(fc.faults.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        fc.lost.store(fc.lost.load(std::memory_order_relaxed) + k, std::memory_order_relaxed);
         on_burst_fault();
-        frames_lost_in_fault_ += k;
         for (uint16_t i = 0; i < k; ++i) frames[i].handle = nullptr;
         return k;
     }
     for (uint16_t i = 0; i < sent; ++i) {
-        ++stats_.tx_frames;
-        stats_.tx_bytes += frames[i].len;
+        ++st.tx_frames;
+        st.tx_bytes += frames[i].len;
         frames[i].handle = nullptr;  // the driver owns it now
     }
     return sent;
@@ -653,12 +715,17 @@ uint16_t DpdkPort::tx_burst(Frame* frames, uint16_t n) {
 
 uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
     if (!link_ok()) return 0;
+    return rx_on(0, frames, n, stats_, faults0_);
+}
+
+uint16_t DpdkPort::rx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc) {
     rte_mbuf* mb[64];
     const uint16_t want = n > 64 ? 64 : n;
     uint16_t got = 0;
     if (!memif_) {
-        got = rte_eth_rx_burst(port_, 0, mb, want);
-    } else if (!guarded([&] { return rte_eth_rx_burst(port_, 0, mb, want); }, got)) {
+        got = rte_eth_rx_burst(port_, q, mb, want);
+    } else if (!guarded([&] { return rte_eth_rx_burst(port_, q, mb, want); }, got)) {
+        fc.faults.store(fc.faults.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         on_burst_fault();  // mbufs the PMD had taken for this burst stay taken
         return 0;
     }
@@ -666,14 +733,14 @@ uint16_t DpdkPort::rx_burst(Frame* frames, uint16_t n) {
     for (uint16_t i = 0; i < got; ++i) {
         rte_mbuf* m = mb[i];
         if (m->nb_segs != 1) {  // the parser needs a contiguous frame: scattered ones are dropped
-            ++stats_.rx_dropped;
+            ++st.rx_dropped;
             rte_pktmbuf_free(m);
             continue;
         }
         // cap: the room from the frame's first byte to the buffer's end (not the headroom too).
         frames[k] = Frame{rte_pktmbuf_mtod(m, uint8_t*), m->pkt_len, uint32_t(m->buf_len - m->data_off), 0, m};
-        ++stats_.rx_frames;
-        stats_.rx_bytes += m->pkt_len;
+        ++st.rx_frames;
+        st.rx_bytes += m->pkt_len;
         ++k;
     }
     return k;
@@ -696,15 +763,23 @@ void DpdkPort::free_burst(Frame* frames, uint16_t n) {
     }
 }
 
-bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error) {
-    rte_ring* ab = rte_ring_create((name + "_ab").c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    rte_ring* ba = rte_ring_create((name + "_ba").c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (!ab || !ba) {
-        error = "ring: " + std::string(rte_strerror(rte_errno));
+bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error, uint16_t queues) {
+    if (queues == 0 || queues > 16) {
+        error = "ring pair: 1 to 16 queues";
         return false;
     }
-    const int pa = rte_eth_from_rings((name + "_a").c_str(), &ba, 1, &ab, 1, 0);
-    const int pb = rte_eth_from_rings((name + "_b").c_str(), &ab, 1, &ba, 1, 0);
+    std::vector<rte_ring*> ab(queues), ba(queues);  // queue q: a -> b, b -> a
+    for (uint16_t q = 0; q < queues; ++q) {
+        const std::string sfx = queues == 1 ? "" : std::to_string(q);
+        ab[q] = rte_ring_create((name + "_ab" + sfx).c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        ba[q] = rte_ring_create((name + "_ba" + sfx).c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (!ab[q] || !ba[q]) {
+            error = "ring: " + std::string(rte_strerror(rte_errno));
+            return false;
+        }
+    }
+    const int pa = rte_eth_from_rings((name + "_a").c_str(), ba.data(), queues, ab.data(), queues, 0);
+    const int pb = rte_eth_from_rings((name + "_b").c_str(), ab.data(), queues, ba.data(), queues, 0);
     if (pa < 0 || pb < 0) {
         error = "net_ring: " + std::string(rte_strerror(rte_errno));
         return false;

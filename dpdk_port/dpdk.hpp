@@ -16,6 +16,8 @@ struct rte_mbuf;
 
 namespace hcaemu::port {
 
+class DpdkQueue;
+
 // EAL arguments that work on a machine without hugepages or NICs: no PCI scan, no shared
 // configuration files, anonymous memory. (--no-huge cannot be combined with --in-memory in
 // DPDK 22.11.)
@@ -139,6 +141,15 @@ public:
 private:
     DpdkPort() = default;
     friend struct LscHook;  // the link-change callback (dpdk.cpp)
+    friend class DpdkQueue;  // queues 1..N-1 (dpdk.cpp)
+    // Fault counts of one queue's bursts: written by its thread only, read by link_stats().
+    struct FaultCount {
+        std::atomic<uint64_t> faults{0}, lost{0};
+    };
+    // One queue's bursts and allocation, shared by queue 0 (this object) and the others.
+    bool alloc_on(rte_mbuf** stash, unsigned& nstash, PortStats& st, Frame& f);
+    uint16_t tx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc);
+    uint16_t rx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc);
     void update_link();
     bool link_ok();  // per burst: false while a watched link is down
     void reconnect();  // memif client: stop and start the ethdev, which connects again
@@ -169,9 +180,10 @@ private:
     bool memif_client_ = false;
     uint64_t next_reconnect_tsc_ = 0;
     uint64_t reconnects_ = 0;
-    uint64_t burst_faults_ = 0;
-    uint64_t frames_lost_in_fault_ = 0;
+    FaultCount faults0_;  // queue 0's
+    std::atomic<bool> reconnect_now_{false};  // a fault on queue 1..N-1: queue 0 reconnects at once
     uint16_t nqueues_ = 1;
+    std::vector<std::unique_ptr<DpdkQueue>> more_;  // queues 1..N-1
 };
 
 // Two ethdevs joined by pairs of rings in this process (DPDK's net_ring): the embedded default
