@@ -87,13 +87,25 @@ inline constexpr std::array<const char*, kCounterCount> kCounterName = {
 #undef HCAEMU_NAME
 };
 
-// The device's counters: plain integers bumped by the one poll loop that owns the device.
-struct Counters {
+// Data-path lcores one device may have (transport::HcaGroup), and the calling thread's: which
+// slot of the device's counters and of an MR's pins it writes (0 unless an lcore's thread set
+// it). initial-exec: one load, also inside the shared libraries.
+inline constexpr uint32_t kMaxLcores = 8;
+[[gnu::tls_model("initial-exec")]] inline thread_local uint32_t t_lcore = 0;
+
+// The device's counters: plain integers, one set per data-path lcore (each bumped by its own
+// thread only), summed when read for a report (Device::counters_total).
+struct alignas(64) Counters {
     std::array<uint64_t, kCounterCount> v{};
     std::array<uint64_t, pkt::kParseErrorCount> rx_err{};  // index = pkt::ParseError
     void add(Counter c, uint64_t n = 1) { v[size_t(c)] += n; }
     uint64_t get(Counter c) const { return v[size_t(c)]; }
     void rx_error(pkt::ParseError e) { ++rx_err[size_t(e)]; }
+    Counters& operator+=(const Counters& o) {
+        for (size_t i = 0; i < v.size(); ++i) v[i] += o.v[i];
+        for (size_t i = 0; i < rx_err.size(); ++i) rx_err[i] += o.rx_err[i];
+        return *this;
+    }
 };
 
 }  // namespace hcaemu

@@ -18,6 +18,7 @@ CompChannel::~CompChannel() {
 }
 
 void CompChannel::push(const CqEvent& ev) {
+    const std::lock_guard<std::mutex> g(mu_);  // lcores' CQs may share a channel
     q_.push_back(ev);
     if (fd_ >= 0) {
         const uint64_t one = 1;
@@ -26,6 +27,7 @@ void CompChannel::push(const CqEvent& ev) {
 }
 
 bool CompChannel::get_cq_event(CqEvent& ev) {
+    const std::lock_guard<std::mutex> g(mu_);
     if (q_.empty()) return false;
     ev = q_.front();
     q_.pop_front();
@@ -73,6 +75,17 @@ Device::Device(const DeviceAttr& attr, const PortConfig& port)
 
 Device::~Device() = default;
 
+void Device::raise(EventType type, uint32_t element) {
+    const std::lock_guard<std::mutex> g(ev_mu_);  // any lcore's error path, the control path
+    events_.push_back({type, element});
+}
+
+Counters Device::counters_total() const {
+    Counters t;
+    for (const Counters& c : counters_) t += c;
+    return t;
+}
+
 void Device::rebuild_gids() {
     gids_.clear();
     // GID 0: the link-local address from the MAC (modified EUI-64, RFC 4291 2.5.1), as Linux lists it.
@@ -111,6 +124,7 @@ void Device::set_link_mtu(uint32_t mtu) {
 }
 
 bool Device::get_async_event(AsyncEvent& ev) {
+    const std::lock_guard<std::mutex> g(ev_mu_);
     if (events_.empty()) return false;
     ev = events_.front();
     events_.pop_front();
@@ -228,7 +242,7 @@ Status Device::rereg_mr(uint32_t h, uint32_t flags, const Pd* pdh, void* addr, s
 Status Device::dereg_mr(uint32_t h) {
     MrObj* m = mr(h);
     if (!m) return Status::bad_handle;
-    if (m->pins) return Status::busy;
+    if (m->pins.sum()) return Status::busy;
     --m->pd->users;
     mrs_.erase(h >> 8);
     return Status::ok;
@@ -273,7 +287,7 @@ bool Device::complete(CqObj* c, const Wc& wc, bool solicited) {
         // CQ overflow: the CQ goes to error and so do the QPs that use it (IBTA ch. 11: a CQ
         // overrun is an affiliated asynchronous error).
         c->overflowed = true;
-        counters_.add(Counter::cq_overflow);
+        counters().add(Counter::cq_overflow);
         raise(EventType::cq_err, c->handle);
         const auto qps = c->qps;
         for (QpObj* q : qps)
@@ -431,7 +445,7 @@ Result<Ah> Device::create_ah(const Pd& pdh, const AhAttr& a) {
 Status Device::destroy_ah(uint32_t h) {
     AhObj* x = ah(h);
     if (!x) return Status::bad_handle;
-    if (x->users) return Status::busy;
+    if (x->users.sum()) return Status::busy;
     --x->pd->users;
     ahs_.erase(h >> 8);
     return Status::ok;

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <span>
 
@@ -103,12 +104,16 @@ public:
     CompChannel& operator=(const CompChannel&) = delete;
     bool get_cq_event(CqEvent& ev);  // non-blocking; false when none is queued
     int fd() const { return fd_; }
-    size_t pending() const { return q_.size(); }
+    size_t pending() const {
+        const std::lock_guard<std::mutex> g(mu_);
+        return q_.size();
+    }
     void push(const CqEvent& ev);
     size_t cqs() const { return cqs_.size(); }  // CQs reporting here
 
 private:
     friend class Device;
+    mutable std::mutex mu_;  // push() comes from the lcore of the CQ, get from the application
     std::deque<CqEvent> q_;
     std::vector<CqObj*> cqs_;  // destroying the channel detaches them (no event is lost in a freed one)
     int fd_ = -1;
@@ -234,8 +239,12 @@ public:
         rq_fill_ctx_ = ctx;
     }
 
-    Counters& counters() { return counters_; }
-    const Counters& counters() const { return counters_; }
+    // The calling thread's lcore's counters (t_lcore): what the data path bumps. A report sums
+    // them all (counters_total); with one lcore the two are the same.
+    Counters& counters() { return counters_[t_lcore]; }
+    const Counters& counters() const { return counters_[t_lcore]; }
+    const Counters& counters(uint32_t lcore) const { return counters_[lcore]; }
+    Counters counters_total() const;
     DmaEngine& dma() { return dma_; }
 
     // ---- for the transport engines and the handles (not a verbs call) ----
@@ -265,7 +274,7 @@ public:
     // SGEs into `sges` (room for the queue's max_sge); raises the SRQ limit event when the SRQ
     // drops below its limit. False when none is posted (the responder then answers RNR NAK).
     bool take_recv(QpObj* qp, RecvWqe& wqe, std::span<Sge> sges);
-    void raise(EventType type, uint32_t element) { events_.push_back({type, element}); }
+    void raise(EventType type, uint32_t element);  // an async event; any thread
 
     // Object counts, for resource views.
     uint32_t num_pds() const { return pds_.size(); }
@@ -337,11 +346,12 @@ private:
     Table<QpObj> qps_;   // index = QPN
     Table<SrqObj> srqs_;
     Table<AhObj> ahs_;
+    std::mutex ev_mu_;
     std::deque<AsyncEvent> events_;
     QpListener* listener_ = nullptr;
     RqFill rq_fill_ = nullptr;
     void* rq_fill_ctx_ = nullptr;
-    Counters counters_;
+    std::array<Counters, kMaxLcores> counters_;
     DmaEngine dma_;
 };
 

@@ -205,11 +205,11 @@ ModifyResult Qp::modify(const QpAttr& a, uint32_t mask) {
 }
 
 void Device::release(QpObj*, SendWqe& w) {
-    if (w.ah) --w.ah->users;
+    if (w.ah) w.ah->users.dec();
     w.ah = nullptr;
     if (w.pinned) {
         for (uint32_t i = 0; i < w.num_sge; ++i)
-            if (MrObj* m = mr_by_key(w.pinned_keys[i].lkey)) --m->pins;
+            if (MrObj* m = mr_by_key(w.pinned_keys[i].lkey)) m->pins.dec();
         w.pinned = false;
     }
 }
@@ -220,14 +220,14 @@ void Device::retire_send(QpObj* q, Wc wc) {
     release(q, w);
     wc.wr_id = w.wr_id;
     wc.qp_num = q->qpn;
-    if (wc.status != WcStatus::success) counters_.add(Counter::req_cqe_error);
+    if (wc.status != WcStatus::success) counters().add(Counter::req_cqe_error);
     if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
 }
 
 void Device::unpin(const RecvWqe& w, const Sge* sges) {
     if (!w.pinned) return;
     for (uint32_t i = 0; i < w.num_sge; ++i)
-        if (MrObj* m = mr_by_key(sges[i].lkey)) --m->pins;
+        if (MrObj* m = mr_by_key(sges[i].lkey)) m->pins.dec();
 }
 
 void Device::flush(QpObj* q, bool sq, bool rq) {
@@ -240,7 +240,7 @@ void Device::flush(QpObj* q, bool sq, bool rq) {
         wc.status = WcStatus::wr_flush_err;
         wc.opcode = wc_opcode_for(w.opcode);
         wc.qp_num = q->qpn;
-        counters_.add(Counter::req_cqe_flush_error);
+        counters().add(Counter::req_cqe_flush_error);
         complete(q->send_cq, wc);
     }
     while (rq && !q->rq.empty()) {
@@ -252,7 +252,7 @@ void Device::flush(QpObj* q, bool sq, bool rq) {
         wc.status = WcStatus::wr_flush_err;
         wc.opcode = WcOpcode::recv;
         wc.qp_num = q->qpn;
-        counters_.add(Counter::resp_cqe_flush_error);
+        counters().add(Counter::resp_cqe_flush_error);
         complete(q->recv_cq, wc);
     }
 }
@@ -348,7 +348,7 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
         w.swap = wr->atomic.swap;
         if (q->type == QpType::ud) {
             w.ah = ah(wr->ud.ah->handle());
-            ++w.ah->users;
+            w.ah->users.inc();
             w.remote_qpn = wr->ud.remote_qpn;
             w.remote_qkey = wr->ud.remote_qkey;
         }
@@ -365,7 +365,7 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
             for (int i = 0; i < wr->num_sge; ++i) {
                 dst[i] = wr->sg_list[i];
                 len += wr->sg_list[i].length;
-                ++mr_by_key(dst[i].lkey)->pins;  // validated above
+                mr_by_key(dst[i].lkey)->pins.inc();  // validated above
             }
             w.num_sge = uint32_t(wr->num_sge);
             w.pinned = true;
@@ -418,7 +418,7 @@ void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, bool keys_valid) 
     for (int i = 0; i < wr.num_sge; ++i) {
         dst[i] = wr.sg_list[i];
         w.length += wr.sg_list[i].length;
-        if (keys_valid) ++mr_by_key(dst[i].lkey)->pins;
+        if (keys_valid) mr_by_key(dst[i].lkey)->pins.inc();
     }
 }
 

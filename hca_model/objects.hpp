@@ -6,12 +6,27 @@
 #include <cstdint>
 #include <vector>
 
+#include "hca_model/counters.hpp"
 #include "hca_model/verbs_structs.hpp"
 
 namespace hcaemu {
 
 class CompChannel;
 struct QpObj;
+
+// A count the data-path lcores change at once, each in its own slot (t_lcore): no atomic
+// instruction. A slot may wrap below 0 when another lcore took what this one released; the sum
+// is right. Read (summed) by the control path.
+struct LcoreCount {
+    std::array<uint32_t, kMaxLcores> v{};
+    void inc() { ++v[t_lcore]; }
+    void dec() { --v[t_lcore]; }
+    uint32_t sum() const {
+        uint32_t s = 0;
+        for (uint32_t x : v) s += x;
+        return s;
+    }
+};
 
 struct PdObj {
     uint32_t handle = 0;
@@ -27,7 +42,7 @@ struct MrObj {
     uint32_t access = 0;      // access::
     uint32_t lkey = 0;        // index << 8 | 8-bit variant
     uint32_t rkey = 0;
-    uint32_t pins = 0;        // requests in flight using it: dereg is refused while > 0
+    LcoreCount pins;          // requests in flight using it: dereg is refused while > 0
 };
 
 // A ring of cap() entries with free-running 64-bit producer and consumer counts. Its storage is
@@ -104,7 +119,7 @@ struct AhObj {
     AhAttr attr;
     pkt::Mac dmac{};              // the peer's MAC, resolved once by the transport (as an HCA's AH holds it)
     bool dmac_valid = false;
-    uint32_t users = 0;           // UD WQEs in flight naming it
+    LcoreCount users;             // UD WQEs in flight naming it
 };
 
 struct SendWqe {

@@ -247,13 +247,20 @@ TEST_CASE("a new MR in a reused slot gets a new key; the old key stays dead", "[
 TEST_CASE("an MR in use by a request in flight cannot be deregistered", "[mr]") {
     Fixture f;
     MrObj* m = f.dev.mr(f.mr.handle());
-    ++m->pins;
+    m->pins.inc();
     CHECK(f.mr.destroy() == Status::busy);
     CHECK(f.dev.mr_by_key(f.mr.lkey()) == m);
     // re-registration is not blocked: WQEs are checked against the region when they run
     CHECK(f.mr.rereg(rereg::change_access, nullptr, nullptr, 0, access::local_write) == Status::ok);
     CHECK(m->access == access::local_write);
-    --m->pins;
+    m->pins.dec();
+    // Pinned by lcore 1's WQE, released on lcore 0 (slot 0 wraps below zero): the sum decides.
+    t_lcore = 1;
+    m->pins.inc();
+    t_lcore = 0;
+    CHECK(f.mr.destroy() == Status::busy);
+    m->pins.dec();
+    CHECK(m->pins.v[0] == UINT32_MAX);
     CHECK(f.mr.destroy() == Status::ok);
 }
 
@@ -269,13 +276,13 @@ TEST_CASE("posted send WQEs pin their MRs until they retire or flush", "[mr][wr]
     const SendWr* bad;
     REQUIRE(qp.post_send(&w, &bad) == Status::ok);
     REQUIRE(qp.post_send(&w, &bad) == Status::ok);
-    CHECK(f.dev.mr(f.mr.handle())->pins == 2);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 2);
     CHECK(f.mr.destroy() == Status::busy);
     QpObj* q = f.dev.qp_by_qpn(qp.qpn());
     Wc ok;
     f.dev.retire_send(q, ok);  // unsignaled and successful: no completion
     CHECK(f.drain().empty());
-    CHECK(f.dev.mr(f.mr.handle())->pins == 1);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 1);
     Wc err;
     err.status = WcStatus::rem_access_err;
     err.opcode = WcOpcode::send;
@@ -285,12 +292,12 @@ TEST_CASE("posted send WQEs pin their MRs until they retire or flush", "[mr][wr]
     CHECK(wc[0].wr_id == 5);
     CHECK(wc[0].status == WcStatus::rem_access_err);
     CHECK(wc[0].qp_num == qp.qpn());
-    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 0);
     REQUIRE(qp.post_send(&w, &bad) == Status::ok);
     QpAttr a;
     a.qp_state = QpState::err;
     REQUIRE(qp.modify(a, qp_attr::state).ok());
-    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 0);
     CHECK(f.mr.destroy() == Status::ok);
 }
 
@@ -554,10 +561,10 @@ TEST_CASE("posted receive buffers pin their MRs until taken or flushed", "[mr][w
     RecvWqe w;
     Sge sg[4];
     REQUIRE(f.dev.take_recv(f.dev.qp_by_qpn(qp.qpn()), w, sg));
-    CHECK(f.dev.mr(f.mr.handle())->pins == 1);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 1);
     a.qp_state = QpState::err;
     REQUIRE(qp.modify(a, qp_attr::state).ok());
-    CHECK(f.dev.mr(f.mr.handle())->pins == 0);
+    CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 0);
     CHECK(f.mr.destroy() == Status::ok);
 }
 
@@ -750,7 +757,7 @@ TEST_CASE("work request validation, with the first bad WR reported", "[qp][wr]")
     // Receive buffers need local write, but a bad key fails the WQE when it is used, not the post
     // (as rxe): posted, and the MR is not pinned by it.
     CHECK(uc.post_recv(&rw, &rbad) == Status::ok);
-    CHECK(f.dev.mr(romr->handle())->pins == 0);
+    CHECK(f.dev.mr(romr->handle())->pins.sum() == 0);
     CHECK(romr->destroy() == Status::ok);
 }
 

@@ -33,7 +33,7 @@ ResAttrs res_attrs(const PdObj& p) { return {{"handle", u(p.handle)}, {"users", 
 ResAttrs res_attrs(const MrObj& m) {
     return {{"handle", u(m.handle)}, {"pd", u(m.pd ? m.pd->handle : 0)}, {"lkey", hex(m.lkey)},
             {"rkey", hex(m.rkey)}, {"iova", hex(m.iova)}, {"length", u(m.length)},
-            {"access", hex(m.access)}, {"pins", u(m.pins)}};
+            {"access", hex(m.access)}, {"pins", u(m.pins.sum())}};
 }
 
 ResAttrs res_attrs(const CqObj& c) {
@@ -118,7 +118,7 @@ Counts link_counts(port::DpdkPort& d) {
 }
 
 void collect_stats(tools::Attached& a, Stats& out) {
-    out.device = device_counts(a.dev().counters());
+    out.device = device_counts(a.dev().counters_total());
     out.net = net_counts(a.net().net_stats());
     out.link = link_counts(a.dpdk());
     add_conform_counts(a, out.link);
