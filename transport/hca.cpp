@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "transport/hca_group.hpp"
 #include "transport/psn.hpp"
 
 namespace hcaemu::transport {
@@ -22,27 +23,30 @@ void on_rnr_timer(Timer* t, void* ctx) {
 
 }  // namespace
 
-Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg)
-    : dev_(dev), port_(port), clock_(clock), cfg_(cfg), timers_(clock) {
+Hca::Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg, const HcaGroup* group,
+         uint32_t lcore)
+    : dev_(dev), port_(port), clock_(clock), cfg_(cfg), group_(group), lcore_(lcore), timers_(clock) {
     ctx_.resize(size_t(dev.query_device().max_qp) + 2);
     run_.reserve(ctx_.size());  // every QP at most once (the scheduled flag): no allocation on the data path
     running_.reserve(ctx_.size());
     acks_.reserve(ctx_.size());
-    dev_.set_listener(this);
+    if (!group_) dev_.set_listener(this);
     dev_.set_link_mtu(port.mtu());
     PortAttr pa;
     dev_.query_port(1, pa);
     max_msg_sz_ = pa.max_msg_sz;
     // QPs the device made before this Hca: contexts as their transitions would have made them.
     for (uint32_t i = 0; i < dev_.qp_table().capacity(); ++i)
-        if (QpObj* q = dev_.qp_table().at(i); q && q->state() != QpState::reset) make_ctx(*q);
+        if (QpObj* q = dev_.qp_table().at(i); q && q->state() != QpState::reset && owns(*q)) make_ctx(*q);
 }
+
+bool Hca::owns(const QpObj& qp) const { return !group_ || group_->owner(qp.qpn) == lcore_; }
 
 Hca::~Hca() {
     tx_flush();
     for (uint32_t i = 0; i < ntx_; ++i) port_.free(txq_[i]);  // the port is gone or stuck
     ntx_ = 0;
-    dev_.set_listener(nullptr);
+    if (!group_) dev_.set_listener(nullptr);
 }
 
 void Hca::set_neighbor(const Gid& ip, const pkt::Mac& mac) {
@@ -312,6 +316,7 @@ bool Hca::tx_flush() {
 }
 
 size_t Hca::poll() {
+    t_lcore = lcore_;  // this thread now writes lcore_'s counters (a store; one thread may poll several)
     size_t moved = 0;
     tx_refused_ = false;  // the port may have room again
     in_poll_ = true;

@@ -86,9 +86,16 @@ struct GsiDest {
 };
 using GsiFn = void (*)(void* ctx, const GsiRecv& m);
 
+class HcaGroup;
+
 class Hca final : public QpListener {
 public:
-    Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg = {});
+    // Alone, the engine is the device's QpListener and owns every QP. In a group (HcaGroup, one
+    // engine per data-path lcore) the group listens and routes, and this engine is lcore
+    // `lcore`'s: it owns the QPs the group places there, and its poll() runs on that lcore's
+    // thread, which writes the device's counters of that lcore (t_lcore).
+    Hca(Device& dev, port::Port& port, const port::Clock& clock, const HcaConfig& cfg = {},
+        const HcaGroup* group = nullptr, uint32_t lcore = 0);
     ~Hca() override;
     Hca(const Hca&) = delete;
     Hca& operator=(const Hca&) = delete;
@@ -111,6 +118,9 @@ public:
 
     Device& device() { return dev_; }
     const HcaConfig& config() const { return cfg_; }
+    uint32_t lcore() const { return lcore_; }
+    // The QP's transport context is this engine's (tests: each QP on its owner only).
+    bool has_ctx(uint32_t qpn) const { return ctx(qpn) != nullptr; }
 
     // DCQCN (transport/dcqcn.hpp, docs/dcqcn.md): its parameters, which may change at any time;
     // the observer sees each step of the RP (tests, traces); a QP's state (null: no such QP).
@@ -276,10 +286,14 @@ private:
     void trace_sges(TraceKind k, uint32_t qpn, uint32_t psn, const Sge* sges, uint32_t nsge, uint64_t off,
                     uint32_t bytes);
 
+    bool owns(const QpObj& qp) const;  // alone: every QP; in a group: those placed on lcore_
+
     Device& dev_;
     port::Port& port_;
     const port::Clock& clock_;
     HcaConfig cfg_;
+    const HcaGroup* group_ = nullptr;
+    uint32_t lcore_ = 0;
     TimerWheel timers_;
     std::vector<std::unique_ptr<QpCtx>> ctx_;  // by QPN
     std::vector<uint32_t> run_;                 // QPNs with something to send
