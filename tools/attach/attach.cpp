@@ -204,8 +204,11 @@ Attached::~Attached() {
     // the device and the port it uses; the capture is flushed last.
     cm_.reset();
     hca_.reset();
+    group_.reset();
+    steer_.reset();  // frees the frames its rings still hold, through the NetPorts
     if (conform_) std::fputs(conform_report().c_str(), stderr);
     dev_.reset();
+    nets_.clear();
     net_.reset();
     inject_.reset();
     conform_.reset();
@@ -221,6 +224,14 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
         return nullptr;
     }
     a->ip_ = *parse_ip_prefix(o.ip);
+    if (o.lcores < 1 || o.lcores > port::Steering::kMaxLcores) {
+        err = "--lcores " + std::to_string(o.lcores) + ": 1 to " + std::to_string(port::Steering::kMaxLcores);
+        return nullptr;
+    }
+    if (o.lcores > 1 && (!o.pcap.empty() || !o.inject.empty() || o.conform)) {
+        err = "--lcores " + std::to_string(o.lcores) + ": --pcap, --inject and --conform see one queue; use one lcore";
+        return nullptr;
+    }
     // The capture file first: a bad path is the user's mistake, found before DPDK starts.
     if (!o.pcap.empty()) {
         a->pcap_ = std::make_unique<port::PcapWriter>(o.pcap);
@@ -244,6 +255,7 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     port::DpdkPortConfig pc;
     pc.mtu = o.link_mtu;
     pc.mac = o.mac;
+    pc.queues = uint16_t(o.lcores);
     a->dpdk_ = port::DpdkPort::open(id, pc, err);
     if (!a->dpdk_) return nullptr;
 
@@ -289,13 +301,29 @@ std::unique_ptr<Attached> Attached::open(const AttachOptions& o, std::string& er
     else
         cfg.ipv6[0] = a->ip_.gid;
     a->dev_ = std::make_unique<Device>(DeviceAttr{}, cfg);
-    a->hca_ = std::make_unique<transport::Hca>(*a->dev_, *a->net_, a->clock_);
-    a->cm_ = std::make_unique<cm::Agent>(*a->hca_);
+    if (o.lcores == 1) {
+        a->hca_ = std::make_unique<transport::Hca>(*a->dev_, *a->net_, a->clock_);
+        a->hca0_ = a->hca_.get();
+    } else {
+        // Queue k's IP side answers ARP/ND on queue k (a memif peer's queue k asks there).
+        std::vector<port::Port*> nets{a->net_.get()};
+        for (uint16_t k = 1; k < o.lcores; ++k) {
+            a->nets_.push_back(std::make_unique<port::NetPort>(a->dpdk_->queue(k), a->clock_, nc));
+            nets.push_back(a->nets_.back().get());
+        }
+        a->steer_ = std::make_unique<port::Steering>(nets, a->dev_->query_device().max_qp + 2);
+        std::vector<port::Port*> views;
+        for (uint32_t k = 0; k < o.lcores; ++k) views.push_back(&a->steer_->view(k));
+        a->group_ = std::make_unique<transport::HcaGroup>(*a->dev_, views, a->clock_, transport::HcaConfig{},
+                                                          a->steer_.get());
+        a->hca0_ = &a->group_->hca(0);
+    }
+    a->cm_ = std::make_unique<cm::Agent>(*a->hca0_);
     if (!o.dcqcn.empty()) {
         transport::DcqcnParams p;
         std::string msg;
         transport::dcqcn_parse(p, o.dcqcn, msg);  // checked by take_attach_option
-        a->hca_->set_dcqcn(p);
+        for (uint32_t k = 0; k < a->lcores(); ++k) a->hca(k).set_dcqcn(p);
     }
     for (int i = 0;; ++i) {
         GidEntry e;
@@ -336,7 +364,8 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
     for (;;) {
         const port::NeighborState s = net_->resolve(peer, mac);
         if (s == port::NeighborState::reachable) {
-            hca_->set_neighbor(peer, mac);
+            if (group_) group_->set_neighbor(peer, mac);
+            else hca0_->set_neighbor(peer, mac);
             return true;
         }
         if (interrupted()) {
@@ -348,7 +377,7 @@ bool Attached::resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& e
                   (pkt::is_ipv4_mapped(peer) ? "ARP" : "neighbour solicitation") + " requests";
             return false;
         }
-        if (!hca_->poll()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (!hca0_->poll()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
 }
 
@@ -370,7 +399,7 @@ std::string Attached::conform_report() const {
 std::string Attached::stats_text() const {
     std::string out;
     char b[96];
-    const auto& c = dev_->counters();
+    const Counters c = dev_->counters_total();
     for (size_t i = 0; i < kCounterCount; ++i)
         if (c.v[i]) {
             std::snprintf(b, sizeof b, "%-28s %llu\n", kCounterName[i], static_cast<unsigned long long>(c.v[i]));

@@ -17,7 +17,9 @@
 #include "dpdk_port/pcap_file.hpp"
 #include "hca_model/device.hpp"
 #include "tools/cm/agent.hpp"
+#include "dpdk_port/steer.hpp"
 #include "transport/hca.hpp"
+#include "transport/hca_group.hpp"
 
 namespace hcaemu::tools {
 
@@ -32,6 +34,11 @@ struct AttachOptions {
     bool inject_notes = false;       // note injected frames in the capture even with no rule at start (hcaemud)
     bool conform = false;            // --conform (HCAEMU_CONFORM=1): the conformance monitor on the wire, docs/conform.md
     std::string dcqcn;               // --dcqcn NAME=VALUE[,...] (repeatable; HCAEMU_DCQCN), docs/dcqcn.md
+    // Data-path lcores (hcaemud --lcores; not an attach option: only a program that polls every
+    // lcore's engine may ask for more than one). N > 1: the ethdev with N queue pairs, an IP side
+    // (NetPort) per queue, frames steered by DestQP, one engine per lcore (transport::HcaGroup).
+    // --pcap, --inject and --conform watch one queue and are refused then.
+    uint32_t lcores = 1;
 };
 
 // The attach options' help lines, for a subcommand's --help.
@@ -68,8 +75,12 @@ public:
     Attached& operator=(const Attached&) = delete;
 
     Device& dev() { return *dev_; }
-    transport::Hca& hca() { return *hca_; }
-    port::NetPort& net() { return *net_; }
+    transport::Hca& hca() { return *hca0_; }  // lcore 0's engine (QP1, the CM agent)
+    uint32_t lcores() const { return group_ ? group_->lcores() : 1; }
+    transport::Hca& hca(uint32_t k) { return group_ ? group_->hca(k) : *hca0_; }
+    transport::HcaGroup* group() { return group_.get(); }      // nullptr with one lcore
+    const port::Steering* steering() const { return steer_.get(); }  // nullptr with one lcore
+    port::NetPort& net() { return *net_; }  // queue 0's
     port::DpdkPort& dpdk() { return *dpdk_; }  // link statistics (hcaemud's counters)
     port::InjectPort& inject() { return *inject_; }  // event injection between the ethdev and the IP side
     const port::ConformPort* conform() const { return conform_.get(); }  // nullptr without --conform
@@ -82,7 +93,7 @@ public:
     bool resolve(const pkt::Ip6& peer, uint64_t timeout_ms, std::string& err);
     // One engine turn, then the CM agent's timers (cheap when none is due).
     size_t poll() {
-        const size_t n = hca_->poll();
+        const size_t n = hca0_->poll();
         cm_->poll();
         return n;
     }
@@ -104,8 +115,12 @@ private:
     std::unique_ptr<port::NetPort> net_;
     std::unique_ptr<port::PcapWriter> pcap_;
     std::unique_ptr<Device> dev_;
-    std::unique_ptr<transport::Hca> hca_;
-    std::unique_ptr<cm::Agent> cm_;  // after hca_: it leaves QP1 before the engine goes
+    std::vector<std::unique_ptr<port::NetPort>> nets_;  // queues 1..N-1 (--lcores N)
+    std::unique_ptr<port::Steering> steer_;
+    std::unique_ptr<transport::Hca> hca_;         // one lcore
+    std::unique_ptr<transport::HcaGroup> group_;  // or N
+    transport::Hca* hca0_ = nullptr;
+    std::unique_ptr<cm::Agent> cm_;  // after the engines: it leaves QP1 before they go
     bool eal_ = false;  // the EAL started: the destructor closes every ethdev it created
 };
 

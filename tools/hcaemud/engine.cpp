@@ -17,6 +17,8 @@
 #include <cstring>
 #include <new>
 #include <set>
+#include <thread>
+#include <type_traits>
 
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/inspect.hpp"
@@ -111,6 +113,7 @@ struct MrE {
 };
 struct CqE {
     uint32_t handle = 0;
+    uint32_t lane = 0;  // the lane that fills its ring: its QPs' (lane 0 while it has none)
     Client* owner = nullptr;
     Mapping map;
     Cq cq;
@@ -121,6 +124,7 @@ struct CqE {
 };
 struct SrqE {
     uint32_t handle = 0;
+    uint32_t lane = 0;  // its QPs' lane
     Client* owner = nullptr;
     Mapping map;
     Srq srq;
@@ -134,13 +138,14 @@ struct AhE {
 };
 struct QpE {
     uint32_t handle = 0, qpn = 0;
+    uint32_t lane = 0;  // its engine's lcore (never changes)
     Client* owner = nullptr;
     Mapping map;
     Qp qp;
     QpObj* obj = nullptr;
     RingV sq, rq;
     bool has_rq = false;
-    bool busy = false;  // on Engine::busy_: its rings have WQEs not yet taken or not yet retired
+    bool busy = false;  // on its Lane::busy: its rings have WQEs not yet taken or not yet retired
     ctl::CreateQpReq init{};
     QpCap cap;
 };
@@ -163,6 +168,7 @@ struct Client {
 
 Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendFn send)
     : att_(att), dev_(att.dev()), ctr_(ctr), max_objects_(max_objects), send_(std::move(send)) {
+    for (uint32_t k = 0; k < att.lcores(); ++k) lanes_.push_back(std::make_unique<Lane>());
     dev_.set_rq_fill(&Engine::rq_fill, this);
 }
 
@@ -191,26 +197,96 @@ void Engine::submit(std::function<void()> fn) {
     pending_.store(true, std::memory_order_release);
 }
 
-size_t Engine::turn() {
+size_t Engine::turn() { return lane_turn(0); }
+
+size_t Engine::lane_turn(uint32_t k) {
     // The doorbells before the port: a receive a client posted before a SEND reached us is in
     // the device when the SEND is processed, as on an HCA (UD would drop the SEND, RC NAK it
     // RNR). A turn delayed after the rings were read can still see a SEND whose receive came
     // in during that delay. And again after it, before the CQEs: each ring's cons must cover
     // the WQEs whose completions the client is about to see (it posts into the slots they
     // free at once: a tx depth of 1 found its SQ ring full).
+    Lane& l = *lanes_[k];
     size_t work = 0;
-    turn_rings(work);
-    work += att_.poll();
-    turn_rings(work, true);
-    move_cqes(work);
+    turn_rings(l, work);
+    work += k == 0 ? att_.poll() : att_.hca(k).poll();  // lane 0: the CM agent's timers too
+    turn_rings(l, work, true);
+    move_cqes(l, work);
+    if (k != 0) return work;
     route_events();
     if (!zombie_mrs_.empty() || !zombie_pds_.empty()) retry_zombies();
     return work;
 }
 
+namespace {
+
+// Back-off when idle, so that daemons and busy-polling clients share a small machine: after 64
+// empty turns, yield the CPU each turn (a client waiting for its completion runs at once, and the
+// data path resumes as soon as nothing else wants the core); after 20000, sleep 50 us per turn;
+// after 40000 (a second or more), 500 us; busy-poll again at the first work.
+void back_off(size_t work, uint32_t& idle) {
+    if (work) {
+        idle = 0;
+    } else if (++idle > 20000) {
+        const timespec ts{0, idle > 40000 ? 500'000 : 50'000};
+        nanosleep(&ts, nullptr);
+    } else if (idle > 64) {
+        sched_yield();
+    }
+}
+
+}  // namespace
+
+// Lanes 1..N-1. At an odd pause epoch a lane parks at its turn's end and says so (parked =
+// epoch), until the epoch moves on: lane 0 then runs commands that change the tables and the
+// lanes' lists, and touches the parked lanes' engines (modify, destroy) itself. The epoch's
+// release/acquire order makes each side see the other's writes.
+void Engine::lane_run(uint32_t k) {
+    Lane& l = *lanes_[k];
+    t_lcore = k;
+    uint32_t idle = 0;
+    while (!stop_.load(std::memory_order_acquire)) {
+        const uint64_t e = pause_epoch_.load(std::memory_order_acquire);
+        if (e & 1) {
+            l.parked.store(e, std::memory_order_release);
+            while (pause_epoch_.load(std::memory_order_acquire) == e && !stop_.load(std::memory_order_acquire))
+                sched_yield();
+            continue;
+        }
+        back_off(lane_turn(k), idle);
+    }
+    l.exited.store(true, std::memory_order_release);
+}
+
+void Engine::pause_lanes() {
+    if (lanes_.size() == 1) return;
+    const uint64_t e = pause_epoch_.load(std::memory_order_relaxed) + 1;  // odd
+    pause_epoch_.store(e, std::memory_order_release);
+    for (size_t k = 1; k < lanes_.size(); ++k)
+        while (lanes_[k]->parked.load(std::memory_order_acquire) != e &&
+               !lanes_[k]->exited.load(std::memory_order_acquire))
+            sched_yield();
+    ctr_.inc(DCounter::lane_pauses);
+}
+
+void Engine::resume_lanes() {
+    if (lanes_.size() == 1) return;
+    pause_epoch_.store(pause_epoch_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 void Engine::run() {
+    // Lanes 1..N-1 on threads of their own, each with an lcore id for the mempool's cache.
+    std::vector<std::thread> lanes;
+    for (uint32_t k = 1; k < lanes_.size(); ++k)
+        lanes.emplace_back([this, k] {
+            std::string err;
+            const int id = port::register_thread(err);  // without one, the pool works uncached
+            lane_run(k);
+            if (id >= 0) port::unregister_thread();
+        });
     std::vector<std::function<void()>> batch;
     uint32_t idle = 0;
+    t_lcore = 0;
     while (!stop_.load(std::memory_order_acquire)) {
         size_t work = turn();
         // The command queue: one relaxed load per turn while nothing is queued.
@@ -220,24 +296,15 @@ void Engine::run() {
                 batch.swap(queue_);
                 pending_.store(false, std::memory_order_relaxed);
             }
+            pause_lanes();
             for (auto& f : batch) f();
+            resume_lanes();
             batch.clear();
             work = 1;
         }
-        // Back-off when idle, so that daemons and busy-polling clients share a small machine:
-        // after 64 empty turns, yield the CPU each turn (a client waiting for its completion runs
-        // at once, and the data path resumes as soon as nothing else wants the core); after
-        // 20000, sleep 50 us per turn; after 40000 (a second or more), 500 us; busy-poll again at
-        // the first work.
-        if (work) {
-            idle = 0;
-        } else if (++idle > 20000) {
-            const timespec ts{0, idle > 40000 ? 500'000 : 50'000};
-            nanosleep(&ts, nullptr);
-        } else if (idle > 64) {
-            sched_yield();
-        }
+        back_off(work, idle);
     }
+    for (auto& t : lanes) t.join();  // they saw stop_
     // Run what is still queued (replies go nowhere once the io loop stops), then clean up.
     {
         std::lock_guard<std::mutex> g(qm_);
@@ -478,30 +545,30 @@ void Engine::visit(QpE& q, size_t& work) {
 // kIdleSlice); with up to that many QPs, at once. A ring's cons moves here for WQEs retired
 // without a completion, and in move_cqes for those with one, before the client can see it.
 // `srqs_only`: the pass after the engine's turn (SRQs are few and have no CQ of their own).
-void Engine::turn_rings(size_t& work, bool srqs_only) {
-    for (size_t k = srqs_only ? 0 : std::min(busy_.size(), kBusySlice); k > 0 && !busy_.empty(); --k) {
-        if (busy_next_ >= busy_.size()) busy_next_ = 0;
-        QpE* q = busy_[busy_next_];
+void Engine::turn_rings(Lane& l, size_t& work, bool srqs_only) {
+    for (size_t k = srqs_only ? 0 : std::min(l.busy.size(), kBusySlice); k > 0 && !l.busy.empty(); --k) {
+        if (l.busy_next >= l.busy.size()) l.busy_next = 0;
+        QpE* q = l.busy[l.busy_next];
         if (unsettled(q->sq)) take_send(*q->owner, *q, work);
         if (q->has_rq && unsettled(q->rq)) take_recv(q, nullptr, work);
         if (unsettled(q->sq) || (q->has_rq && unsettled(q->rq))) {
-            ++busy_next_;
+            ++l.busy_next;
             continue;
         }
         q->busy = false;
-        busy_[busy_next_] = busy_.back();  // visited next
-        busy_.pop_back();
+        l.busy[l.busy_next] = l.busy.back();  // visited next
+        l.busy.pop_back();
     }
-    for (size_t k = srqs_only ? 0 : std::min(qps_.size(), kIdleSlice); k > 0; --k) {
-        if (idle_next_ >= qps_.size()) idle_next_ = 0;
-        QpE* q = qps_[idle_next_++];
+    for (size_t k = srqs_only ? 0 : std::min(l.qps.size(), kIdleSlice); k > 0; --k) {
+        if (l.idle_next >= l.qps.size()) l.idle_next = 0;
+        QpE* q = l.qps[l.idle_next++];
         visit(*q, work);
         if (!q->busy && (unsettled(q->sq) || (q->has_rq && unsettled(q->rq)))) {
             q->busy = true;
-            busy_.push_back(q);
+            l.busy.push_back(q);
         }
     }
-    for (SrqE* s : srqs_)
+    for (SrqE* s : l.srqs)
         if (!s->r.error) take_recv(nullptr, s, work);
 }
 
@@ -516,14 +583,40 @@ void Engine::publish_qp(uint32_t qpn) {
 
 void Engine::forget_qp(QpE* q) {
     std::erase(qps_, q);
+    Lane& l = *lanes_[q->lane];
+    std::erase(l.qps, q);
     if (q->qpn < by_qpn_.size() && by_qpn_[q->qpn] == q) by_qpn_[q->qpn] = nullptr;
-    if (q->busy) std::erase(busy_, q);
+    if (q->busy) std::erase(l.busy, q);
     q->busy = false;
 }
 
-void Engine::move_cqes(size_t& work) {
+template <class E>
+void Engine::move_to_lane(E* e, uint32_t k) {
+    if (e->lane == k) return;
+    auto& from = [&]() -> std::vector<E*>& {
+        if constexpr (std::is_same_v<E, CqE>) return lanes_[e->lane]->cqs;
+        else return lanes_[e->lane]->srqs;
+    }();
+    std::erase(from, e);
+    e->lane = k;
+    if constexpr (std::is_same_v<E, CqE>) lanes_[k]->cqs.push_back(e);
+    else lanes_[k]->srqs.push_back(e);
+}
+
+// A new QP goes to its engine's lane (HcaGroup: with the QPs of its CQs and SRQ, else the least loaded),
+// and its CQs and SRQ with it.
+void Engine::place_qp(QpE* q, CqE* scq, CqE* rcq, SrqE* srq) {
+    q->lane = att_.group() ? att_.group()->owner(q->qpn) : 0;
+    qps_.push_back(q);
+    lanes_[q->lane]->qps.push_back(q);
+    move_to_lane(scq, q->lane);
+    move_to_lane(rcq, q->lane);
+    if (srq) move_to_lane(srq, q->lane);
+}
+
+void Engine::move_cqes(Lane& l, size_t& work) {
     Wc wc[32];
-    for (CqE* c : cqs_) {
+    for (CqE* c : l.cqs) {
         CqObj* o = c->obj;
         if (o->overflowed && !(c->r.h->flags.load(std::memory_order_relaxed) & shm::kRingOverflow))
             c->r.set_flag(shm::kRingOverflow);
@@ -671,7 +764,7 @@ void Engine::all_qps_to_error() {
 
 void Engine::flush_to_rings() {
     size_t work = 0;
-    move_cqes(work);
+    for (auto& l : lanes_) move_cqes(*l, work);  // the other lanes are parked (a command) or gone
     route_events();
 }
 
@@ -705,6 +798,7 @@ void Engine::remove_client(uint32_t id) {
     c.ahs.clear();
     for (auto& [h, s] : c.srqs) {
         std::erase(srqs_, s.get());
+        std::erase(lanes_[s->lane]->srqs, s.get());
         srq_owner_.erase(h);
         (void)s->srq.destroy();
         ++n;
@@ -714,7 +808,7 @@ void Engine::remove_client(uint32_t id) {
     while (c.ch.get_cq_event(ev))
         if (auto it = c.cqs.find(ev.cq_handle); it != c.cqs.end()) it->second->cq.ack_events(1);
     for (auto& [h, q] : c.cqs) {
-        std::erase(cqs_, q.get());
+        std::erase(lanes_[q->lane]->cqs, q.get());
         cq_owner_.erase(h);
         (void)q->cq.destroy();
         ++n;
@@ -873,6 +967,7 @@ struct Ops {
     static Msg create_ah(Engine& en, const Req& in);
     static Msg destroy_ah(Engine& en, const Req& in);
     static Msg read_counters(Engine& en, const Req& in);
+    static void lane_counts(Engine& en, api::Counts& all);
     static api::Counts daemon_counts(Engine& en);
     static Msg res_list(Engine& en, const Req& in);
     static void res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, uint32_t start, uint64_t& idx,
@@ -1066,9 +1161,12 @@ Msg Ops::resize_cq(Engine& en, const Req& in) {
     if (rr.cqe < 1 || uint32_t(rr.cqe) > en.dev_.query_device().max_cqe) return in.failed(Status::invalid_argument);
     // A command reaches the device after the doorbells rung before it: the WQEs posted so far
     // run first (bounded), so that their completions count below.
+    // (Its lane's, parked meanwhile with --lcores.)
     size_t work = 0;
-    en.turn_rings(work);
-    for (int i = 0; i < 256 && en.att_.hca().has_work(); ++i) (void)en.att_.poll();
+    en.turn_rings(*en.lanes_[old->lane], work);
+    transport::Hca& h = en.att_.hca(old->lane);
+    for (int i = 0; i < 256 && h.has_work(); ++i) (void)(old->lane ? h.poll() : en.att_.poll());
+    t_lcore = 0;  // h.poll() made this thread write lane old->lane's counters
     // As ibv_resize_cq: never below the CQEs still to poll, in the client's ring and ours.
     const uint64_t cons = std::min(old->r.h->cons.load(std::memory_order_acquire), old->r.taken);
     const uint64_t queued = std::min<uint64_t>(old->r.taken - cons, old->r.cap) + old->obj->ring.count();
@@ -1100,7 +1198,7 @@ Msg Ops::cq_ring(Engine& en, const Req& in, Cq* created, CqE* old, const ctl::Cq
         e->context = cr.cq_context;
         e->events = cr.events;
         rep.handle = e->handle;
-        en.cqs_.push_back(e.get());
+        en.lanes_[0]->cqs.push_back(e.get());  // lane 0's until a QP uses it
         en.cq_owner_[e->handle] = in.cid;
         in.c.cqs[e->handle] = std::move(e);
     } else {
@@ -1119,7 +1217,7 @@ Msg Ops::destroy_cq(Engine& en, const Req& in) {
     en.route_events();  // its pending events go out (and are acked) first
     const Status s = q->cq.destroy();
     if (s == Status::ok) {
-        std::erase(en.cqs_, q);
+        std::erase(en.lanes_[q->lane]->cqs, q);
         en.cq_owner_.erase(r.handle);
         in.c.cqs.erase(r.handle);
     }
@@ -1162,6 +1260,12 @@ Msg Ops::create_qp(Engine& en, const Req& in) {
     ia.sq_sig_all = r.sq_sig_all;
     auto res = en.dev_.create_qp(p->pd, ia);
     if (!res.ok()) return in.failed(res.status);
+    // --lcores: each CQ and SRQ is filled by one lcore (no lock on its ring); a QP whose CQs or
+    // SRQ are already used on two lcores has no lane (the QP handle destroys it).
+    if (transport::HcaGroup* g = en.att_.group(); g && !g->place(res->qpn(), g->owner(res->qpn()))) {
+        in.ctr.inc(DCounter::lane_conflicts);
+        return in.failed(Status::invalid_argument);
+    }
     const QpCap cap = ia.cap;
     const uint32_t sesz = shm::send_entry_size(cap.max_send_sge, cap.max_inline_data);
     const uint32_t resz = shm::recv_entry_size(cap.max_recv_sge);
@@ -1192,7 +1296,7 @@ Msg Ops::create_qp(Engine& en, const Req& in) {
     rep.sq_offset = 0;
     rep.rq_offset = srq ? 0 : sq_bytes;
     rep.ring_bytes = sq_bytes + rq_bytes;
-    en.qps_.push_back(e.get());
+    en.place_qp(e.get(), scq, rcq, srq);
     if (e->qpn >= en.by_qpn_.size()) en.by_qpn_.resize(size_t(e->qpn) + 1, nullptr);  // control path
     en.by_qpn_[e->qpn] = e.get();
     en.qpn_owner_[e->qpn] = in.cid;
@@ -1266,6 +1370,7 @@ Msg Ops::create_srq(Engine& en, const Req& in) {
     rep.attr = a;
     rep.ring_bytes = bytes;
     en.srqs_.push_back(e.get());
+    en.lanes_[0]->srqs.push_back(e.get());  // lane 0's until a QP uses it
     en.srq_owner_[e->handle] = in.cid;
     in.c.srqs[e->handle] = std::move(e);
     return in.with_fd(&rep, sizeof rep, rfd);
@@ -1279,6 +1384,7 @@ Msg Ops::destroy_srq(Engine& en, const Req& in) {
     const Status st = s->srq.destroy();
     if (st == Status::ok) {
         std::erase(en.srqs_, s);
+        std::erase(en.lanes_[s->lane]->srqs, s);
         en.srq_owner_.erase(r.handle);
         in.c.srqs.erase(it);
     }
@@ -1356,16 +1462,38 @@ api::Counts Ops::daemon_counts(Engine& en) {
     return all;
 }
 
+// --lcores N > 1: per lcore, its engine's frames (the device's counters of that lcore), its QPs,
+// and what steering did with the frames read on its queue (port::SteerStats).
+void Ops::lane_counts(Engine& en, api::Counts& all) {
+    const port::Steering* st = en.att_.steering();
+    if (!st) return;
+    for (uint32_t k = 0; k < en.lanes_.size(); ++k) {
+        const std::string p = "lcore" + std::to_string(k) + "_";
+        const Counters& c = en.dev_.counters(k);
+        const port::SteerStats s = st->stats(k);
+        all.emplace_back(p + "qps", en.lanes_[k]->qps.size());
+        all.emplace_back(p + "rcvd_pkts", c.get(Counter::rcvd_pkts));
+        all.emplace_back(p + "sent_pkts", c.get(Counter::sent_pkts));
+        all.emplace_back(p + "rx_drop_no_qp", c.get(Counter::rx_drop_no_qp));
+        all.emplace_back(p + "steer_rx_own", s.rx_own);
+        all.emplace_back(p + "steer_forwarded", s.forwarded);
+        all.emplace_back(p + "steer_received", s.received);
+        all.emplace_back(p + "steer_ring_full", s.ring_full);
+        all.emplace_back(p + "steer_rx_unparsed", s.rx_unparsed);
+    }
+}
+
 Msg Ops::read_counters(Engine& en, const Req& in) {
     const auto r = in.body<ctl::CountersReq>();
     if (r.set >= uint8_t(ctl::CounterSet::count)) return in.field();
     api::Counts all;
     switch (ctl::CounterSet(r.set)) {
-    case ctl::CounterSet::device: all = api::device_counts(en.dev_.counters()); break;
+    case ctl::CounterSet::device: all = api::device_counts(en.dev_.counters_total()); break;
     case ctl::CounterSet::net: all = api::net_counts(en.att_.net().net_stats()); break;
     case ctl::CounterSet::link:
         all = api::link_counts(en.att_.dpdk());
         api::add_conform_counts(en.att_, all);
+        lane_counts(en, all);
         break;
     default: all = daemon_counts(en); break;
     }
@@ -1480,6 +1608,7 @@ Msg Ops::resolve(Engine& en, const Req& in) {
 Msg Ops::inject(Engine& en, const Req& in) {
     const auto r = in.body<ctl::InjectReq>();
     if (r.cmd >= uint8_t(ctl::InjectCmd::count) || r.rsv[0] || r.rsv[1] || r.rsv[2] || r.rsv2) return in.field();
+    if (en.att_.lcores() > 1) return in.failed(Status::not_supported);  // the injection sees queue 0 only
     port::InjectPort& ip = en.att_.inject();
     ctl::InjectRep rep;
     switch (ctl::InjectCmd(r.cmd)) {

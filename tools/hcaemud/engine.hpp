@@ -1,7 +1,10 @@
-// hcaemud's data side: the thread that owns the Device and the engine loop (tools/attach/attach.hpp
-// Attached), runs the control operations the io thread queues, takes WQEs from the clients' rings
-// (the doorbells), writes completions into their CQ rings and routes events. Everything here runs
-// on that one thread; the io thread only calls submit(), stop() and reads the counters.
+// hcaemud's data side: the threads that own the Device and the engine loop (tools/attach/attach.hpp
+// Attached), run the control operations the io thread queues, take WQEs from the clients' rings
+// (the doorbells), write completions into their CQ rings and route events. One lane per
+// data-path lcore (--lcores N): lane k takes the rings of the QPs its engine owns, fills the CQ
+// rings of their CQs and polls its engine; lane 0 (the thread that calls run()) also runs the
+// commands, with the other lanes parked at a turn's end (an epoch handshake), and routes events.
+// The io thread only calls submit(), stop() and reads the counters.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -37,7 +40,9 @@ namespace hcaemu::daemon {
     X(rings_in_error)       /* rings set to kRingError: prod beyond cap, a changed header */ \
     X(bad_wqes)             /* WQEs refused at the doorbell: completed in error, QP to ERR */ \
     X(cq_rings_bad)         /* CQ rings whose cons the client moved beyond prod */ \
-    X(cq_events_sent) X(async_events_sent) X(cm_events_sent) X(events_dropped) X(fds_closed)
+    X(cq_events_sent) X(async_events_sent) X(cm_events_sent) X(events_dropped) X(fds_closed) \
+    X(lane_conflicts)       /* --lcores: QPs refused whose CQs or SRQ are used on two lcores */ \
+    X(lane_pauses)          /* --lcores: command batches run with the other lcores parked */
 
 enum class DCounter : uint32_t {
 #define HCAEMUD_X(n) n,
@@ -109,11 +114,28 @@ public:
     uint32_t max_objects() const { return max_objects_; }
 
 private:
-    void turn_rings(size_t& work, bool srqs_only = false);
+    // One lcore's share: the QPs its engine owns, the CQs and SRQs they use.
+    struct Lane {
+        std::vector<QpE*> qps;   // for the doorbells
+        std::vector<QpE*> busy;  // those with WQEs in their rings not yet taken or retired (turn_rings)
+        size_t busy_next = 0, idle_next = 0;  // where the walks over busy and qps go on
+        std::vector<CqE*> cqs;
+        std::vector<SrqE*> srqs;
+        alignas(64) std::atomic<uint64_t> parked{0};  // the pause epoch this lane is parked in
+        std::atomic<bool> exited{false};              // its thread left lane_run (stop): never runs again
+    };
+    size_t lane_turn(uint32_t k);
+    void lane_run(uint32_t k);       // lanes 1..N-1: turns until stop(), parking when asked
+    void pause_lanes();              // lane 0: the others parked at a turn's end, before commands
+    void resume_lanes();
+    void place_qp(QpE* q, CqE* scq, CqE* rcq, SrqE* srq);  // on its engine's lane, with its CQs and SRQ
+    template <class E>
+    void move_to_lane(E* e, uint32_t k);  // a CQ or SRQ between lanes' lists (control path)
+    void turn_rings(Lane& l, size_t& work, bool srqs_only = false);
     void publish_qp(uint32_t qpn);     // its rings' cons, before a completion of it is moved
     void visit(QpE& q, size_t& work);  // a QP's SQ and RQ ring
-    void forget_qp(QpE* q);            // off qps_ and busy_ (destroyed)
-    void move_cqes(size_t& work);
+    void forget_qp(QpE* q);            // off qps_ and its lane (destroyed)
+    void move_cqes(Lane& l, size_t& work);
     void route_events();
     void route_cm_events();
     void retry_zombies();
@@ -135,14 +157,13 @@ private:
     std::vector<std::function<void()>> queue_;
     std::map<uint32_t, std::unique_ptr<Client>> clients_;
     std::vector<Client*> client_list_;  // the same clients, for the per-turn event walk
-    std::vector<QpE*> qps_;    // live QPs with rings, for the doorbells
-    std::vector<QpE*> busy_;   // those with WQEs in their rings not yet taken or retired (turn_rings)
-    size_t busy_next_ = 0, idle_next_ = 0;  // where the walks over busy_ and qps_ go on
+    std::vector<QpE*> qps_;    // live QPs with rings (every lane's)
+    std::vector<std::unique_ptr<Lane>> lanes_;  // one per data-path lcore
+    std::atomic<uint64_t> pause_epoch_{0};      // odd: lanes 1..N-1 park (lane 0 runs commands)
     static constexpr size_t kBusySlice = 64, kIdleSlice = 32;  // QPs looked at per turn_rings
     std::vector<QpE*> by_qpn_;  // live QPs by QPN (null: none or not a client's): move_cqes' lookup
-    std::vector<SrqE*> srqs_;
+    std::vector<SrqE*> srqs_;  // every lane's (rq_fill looks an SRQ up here)
     std::vector<AhE*> ahs_;           // by AH index (handle >> 8): the UD doorbell's lookup
-    std::vector<CqE*> cqs_;
     std::map<uint32_t, uint32_t> qpn_owner_, cq_owner_, srq_owner_;  // for async events
     std::map<uint32_t, uint32_t> cm_owner_;  // CM id -> client (the agent's ids are the device's)
     std::vector<std::unique_ptr<MrE>> zombie_mrs_;  // dereg refused (in flight): retried

@@ -50,6 +50,9 @@ const char* const kHelp =
     "  --socket-group NAME its group (default: the daemon's)\n"
     "  --max-clients N     clients at once; more are closed at accept (default 64)\n"
     "  --max-objects N     objects per client (PD, MR, CQ, QP, SRQ, AH; default 4096)\n"
+    "  --lcores N          data-path lcores (1-8, default 1): the port with N queue pairs, frames\n"
+    "                      steered to the lcore of their QP; a QP goes to the lcore of its CQs\n"
+    "                      (else the one with fewest QPs); not with --pcap, --inject or --conform\n"
     "  --help\n"
     "\n"
     "Without --eal the port is DPDK's net_ring0 (a port whose transmit ring is its receive ring,\n"
@@ -525,6 +528,7 @@ int main(int argc, char** argv) {
             o.group = v;
         } else if (a == "--max-clients" && value(v) && parse_u32(v, o.max_clients) && o.max_clients > 0) {
         } else if (a == "--max-objects" && value(v) && parse_u32(v, o.max_objects) && o.max_objects > 0) {
+        } else if (a == "--lcores" && value(v) && parse_u32(v, o.att.lcores) && o.att.lcores >= 1 && o.att.lcores <= 8) {
         } else {
             std::fprintf(stderr, "hcaemud: bad argument '%s'%s (see --help)\n", a.c_str(), v.empty() ? "" : (" " + v).c_str());
             return 2;
