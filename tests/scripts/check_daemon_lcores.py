@@ -3,8 +3,8 @@
 queue pairs (A the memif server at 198.18.0.1, B the client at 198.18.0.2), `hcaemu perf` clients.
 
 - Two write_bw pairs A <-> B at once, and then two send_bw pairs: each perf process has one CQ for
-  its QPs, so each goes to the lcore with fewer QPs: both lcores of both daemons carry traffic,
-  and --check finds every byte where it belongs.
+  its QPs, so each goes to the lcore with fewer QPs (`res show qp` shows each QP's "lcore"): both
+  lcores of both daemons carry traffic, and --check finds every byte where it belongs.
 - A <-> A (two clients of one daemon): the server's QPs and the client's are on different lcores,
   so every frame of the pair is read on one lcore's queue and steered to the other's.
 - `hcaemu stat --json`: per lcore, its engine's packets (lcoreK_rcvd_pkts, lcoreK_sent_pkts),
@@ -43,13 +43,30 @@ def finish():
     return 0
 
 
-def qps_of(hcaemu, dev):
+def qp_rows(hcaemu, dev):
+    """The daemon's QPs (`res show qp --json`), or None when it did not answer."""
     r = subprocess.run([hcaemu, "res", "show", "qp", "--json", "--device", dev], capture_output=True, text=True,
-                       timeout=30)
+                       timeout=60)
     try:
-        return len(json.loads(r.stdout))
+        return json.loads(r.stdout)
     except ValueError:
-        return -1
+        return None
+
+
+def wait_qps(hcaemu, devs, n, timeout=120):
+    """Until each daemon of `devs` has exactly n QPs; False on timeout."""
+    end = time.time() + timeout
+    while time.time() < end:
+        counts = [qp_rows(hcaemu, d) for d in devs]
+        if all(c is not None and len(c) == n for c in counts):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def lcores_of(hcaemu, dev, pid):
+    """The set of lcores (`res show qp`'s "lcore") of the QPs process `pid` made on `dev`."""
+    return {int(r.get("lcore", -1)) for r in qp_rows(hcaemu, dev) or [] if int(r.get("pid", 0)) == pid}
 
 
 def link(hcaemu, dev):
@@ -142,21 +159,25 @@ def main():
         A, B = f"unix:{sa}", f"unix:{sb}"
         try:
             expect("A and B reach each other (ARP on each queue, a small write_bw)", wait_link(a.hcaemu, A, B))
-            for test, args, size, n, q in (("write_bw", ["-s", "65536", "-n", "3000", "-q", "4"], 65536, 3000, 4),
-                                           ("send_bw", ["-s", "4096", "-n", "20000", "-q", "2"], 4096, 20000, 2)):
+            for test, args, size, n, q in (("write_bw", ["-s", "65536", "-n", "1000", "-q", "4"], 65536, 1000, 4),
+                                           ("send_bw", ["-s", "4096", "-n", "10000", "-q", "2"], 4096, 10000, 2)):
                 # Pair 1's QPs go to lcore 0 of both daemons (none are placed yet). Its client is
                 # stopped (SIGSTOP, by PID) once they exist, so that pair 2's QPs, made meanwhile,
                 # go to lcore 1; then it goes on, and both pairs run at once.
+                # From no QP at all (the last pairs' QPs are destroyed as their clients leave).
+                expect(f"{test}: no QP left on A and B before it", wait_qps(a.hcaemu, (A, B), 0))
                 p1 = Pair(a.hcaemu, test, A, B, args + ["--check"])
-                end = time.time() + 60
-                while time.time() < end and (qps_of(a.hcaemu, A) < q or qps_of(a.hcaemu, B) < q):
-                    time.sleep(0.05)
+                made1 = wait_qps(a.hcaemu, (A, B), q)
                 p1.cli.send_signal(signal.SIGSTOP)
                 p2 = Pair(a.hcaemu, test, A, B, args + ["--check"])
-                end = time.time() + 60
-                while time.time() < end and (qps_of(a.hcaemu, A) < 2 * q or qps_of(a.hcaemu, B) < 2 * q):
-                    time.sleep(0.05)
+                made2 = made1 and wait_qps(a.hcaemu, (A, B), 2 * q)
+                placed = [(lcores_of(a.hcaemu, d, p.srv.pid if d == A else p.cli.pid)) for p in (p1, p2)
+                          for d in (A, B)]
                 p1.cli.send_signal(signal.SIGCONT)
+                expect(f"{test}: pair 1's {q} QPs made on A and B, then pair 2's", made1 and made2,
+                       f"pair 1: {made1}, pair 2: {made2}")
+                expect(f"{test}: pair 1's QPs on lcore 0 of A and B, pair 2's on lcore 1 (res show qp)",
+                       placed == [{0}, {0}, {1}, {1}], f"A p1, B p1, A p2, B p2: {placed}")
                 # perftest's table counts the iterations of every QP
                 check(f"{test} pair 1 (lcore 0s)", p1.wait(), test, [size], n * q)
                 check(f"{test} pair 2 (lcore 1s)", p2.wait(), test, [size], n * q)

@@ -1564,6 +1564,7 @@ void Ops::res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, 
             rb.add(api::res_attrs(*q->obj));
             // completions in the shared ring that the client has not taken yet
             rb.add("in_ring", q->r.taken - q->r.h->cons.load(std::memory_order_relaxed));
+            if (en.lanes_.size() > 1) rb.add("lcore", q->lane);  // the lcore that fills it
             keep(rb);
         }
         break;
@@ -1573,6 +1574,7 @@ void Ops::res_of_client(Engine& en, uint32_t id, Client& cl, api::ResKind kind, 
             if (!want()) continue;
             ResBuilder rb = base();
             rb.add(api::res_attrs(*q->obj));
+            if (en.lanes_.size() > 1) rb.add("lcore", q->lane);  // the lcore whose engine runs it
             keep(rb);
         }
         break;
