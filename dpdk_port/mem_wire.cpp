@@ -184,6 +184,12 @@ struct MemWire::Dir {
     WireStats stats;
     uint64_t seq = 0;
     uint64_t order = 0;
+    uint64_t owed = 0;  // draws skipped on a clean direction, made (discarded) before the next needed
+
+    bool clean() const {
+        return !filter && faults.loss == 0 && faults.duplicate == 0 && faults.reorder == 0 && faults.corrupt == 0 &&
+               faults.delay == 0;
+    }
 
     void push(uint64_t t, uint32_t slot, uint32_t len) {
         heap.push_back(Entry{t, order++, slot, len});
@@ -301,10 +307,23 @@ uint16_t MemWire::transmit(int dir, Frame* frames, uint16_t n) {
         ++D.stats.sent;
         tap(dir, data, len, now, Event::sent);
 
-        // The same draws for every frame, in this order, whatever happens to it.
-        const double u_loss = unit(D.rng), u_dup = unit(D.rng), u_reorder = unit(D.rng);
-        const double u_corrupt = unit(D.rng), u_delay = unit(D.rng);
-        const uint64_t r_bit = D.rng();
+        // The same draws for every frame, in this order, whatever happens to it; on a clean
+        // direction (no fault can fire, no filter) they are owed and made when next needed, so
+        // that frame `seq` still gets its own numbers once faults are set.
+        constexpr uint64_t kDraws = 6;
+        double u_loss = 1, u_dup = 1, u_reorder = 1, u_corrupt = 1, u_delay = 1;
+        uint64_t r_bit = 0;
+        if (D.clean()) {  // per frame: a tap may set faults between two frames
+            D.owed += kDraws;
+        } else {
+            if (D.owed) {
+                D.rng.discard(D.owed);
+                D.owed = 0;
+            }
+            u_loss = unit(D.rng), u_dup = unit(D.rng), u_reorder = unit(D.rng);
+            u_corrupt = unit(D.rng), u_delay = unit(D.rng);
+            r_bit = D.rng();
+        }
 
         const Action a = D.filter ? D.filter(data, len, seq) : Action::pass;
         const uint64_t limit = uint64_t(cfg_.mtu) + pkt::kEthLen + (vlan_tagged(data, len) ? pkt::kVlanLen : 0);

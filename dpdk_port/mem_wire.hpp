@@ -15,7 +15,8 @@
 //
 // Determinism: each direction draws from its own std::mt19937_64 seeded from (seed, direction),
 // the same six numbers for every frame sent (filtered or not), so the random faults of frame
-// `seq` depend only on the seed, the direction, `seq` and the fault probabilities.
+// `seq` depend only on the seed, the direction, `seq` and the fault probabilities (on a direction
+// with no fault and no filter the draws are skipped and made up for when faults are set).
 //
 // Single-threaded: the wire, its ports and the clock belong to one thread.
 #pragma once

@@ -357,6 +357,38 @@ TEST_CASE("the same seed gives the identical sequence; another seed differs") {
     }
 }
 
+TEST_CASE("faults set after clean frames: frame seq meets the fate it meets with faults from the start") {
+    // A clean direction skips its draws (owed); setting faults makes them up first. Frames
+    // 300..999 lost with loss 0.3 set before frame 300 are those lost with it set from frame 0.
+    auto lost_seqs = [](bool from_start) {
+        VirtualClock clk;
+        WireConfig cfg = small_config();
+        cfg.seed = 11;
+        FaultConfig f;
+        f.loss = 0.3;
+        if (from_start) cfg.faults[0] = f;
+        MemWire w(cfg, clk);
+        std::vector<uint32_t> lost;
+        uint64_t before = 0;
+        for (uint32_t i = 0; i < 1000; ++i) {
+            if (i == 300 && !from_start) w.set_faults(0, f);
+            REQUIRE(send(w.end(0), make_frame(60, i)));
+            if (w.stats(0).lost != before) lost.push_back(i);
+            before = w.stats(0).lost;
+            clk.advance(1000);
+            drain(w.end(1));
+        }
+        check_all_returned(w);
+        return lost;
+    };
+    const auto all = lost_seqs(true), late = lost_seqs(false);
+    std::vector<uint32_t> tail;
+    for (uint32_t i : all)
+        if (i >= 300) tail.push_back(i);
+    CHECK(tail.size() > 150);  // about 210
+    CHECK(late == tail);
+}
+
 TEST_CASE("reorder: a held-back frame is overtaken by later ones") {
     VirtualClock clk;
     MemWire w(small_config(), clk);

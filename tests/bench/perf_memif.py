@@ -104,7 +104,7 @@ def hcaemu(hc, test, args):
 
 
 def transport(bench_transport):
-    r = subprocess.run([bench_transport], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([bench_transport, "write", "1048576"], capture_output=True, text=True, timeout=600)
     for l in r.stdout.splitlines():
         f = l.split()
         if len(f) >= 7 and f[0] == "write" and f[1] == "1048576":
