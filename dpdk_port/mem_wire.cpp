@@ -1,8 +1,11 @@
 #include "dpdk_port/mem_wire.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -66,7 +69,7 @@ public:
 
     EndPort(MemWire& w, int idx)
         : w_(w), idx_(idx), cap_(w.cfg_.frame_cap), n_(w.cfg_.pool_frames),
-          mem_(std::make_unique_for_overwrite<uint8_t[]>(size_t(n_) * cap_)),
+          mem_(map_pool(size_t(n_) * cap_)),
           state_(n_, kFree), ring_(w.cfg_.rx_ring) {
         free_list_.reserve(n_);
         for (uint32_t s = n_; s-- > 0;) free_list_.push_back(s);  // slot 0 comes out first
@@ -157,7 +160,19 @@ private:
     int idx_;
     uint32_t cap_;
     uint32_t n_;
-    std::unique_ptr<uint8_t[]> mem_;
+    struct Unmap {
+        size_t bytes;
+        void operator()(uint8_t* p) const { ::munmap(p, bytes); }
+    };
+    // The pool is mapped, not allocated: its pages are touched only as buffers are first used
+    // (a default pool is 4096 jumbo buffers, 38 MB an end), and malloc's debugging fills
+    // (MALLOC_PERTURB_) do not write all of it at every construction and destruction.
+    static std::unique_ptr<uint8_t, Unmap> map_pool(size_t bytes) {
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        return std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t*>(p), Unmap{bytes});
+    }
+    std::unique_ptr<uint8_t, Unmap> mem_;
     std::vector<uint8_t> state_;
     std::vector<uint32_t> free_list_;
     std::vector<RxEntry> ring_;
