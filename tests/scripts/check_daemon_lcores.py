@@ -64,9 +64,16 @@ def wait_qps(hcaemu, devs, n, timeout=120):
     return False
 
 
-def lcores_of(hcaemu, dev, pid):
-    """The set of lcores (`res show qp`'s "lcore") of the QPs process `pid` made on `dev`."""
-    return {int(r.get("lcore", -1)) for r in qp_rows(hcaemu, dev) or [] if int(r.get("pid", 0)) == pid}
+def pid_lcores(hcaemu, dev, proc, n, timeout=120):
+    """Once process `proc` has n QPs on `dev`: the set of their lcores (`res show qp`'s "lcore");
+    None if it exits first or the timeout passes."""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        mine = [r for r in qp_rows(hcaemu, dev) or [] if int(r.get("pid", 0)) == proc.pid]
+        if len(mine) == n:
+            return {int(r.get("lcore", -1)) for r in mine}
+        time.sleep(0.02)
+    return None
 
 
 def link(hcaemu, dev):
@@ -161,23 +168,23 @@ def main():
             expect("A and B reach each other (ARP on each queue, a small write_bw)", wait_link(a.hcaemu, A, B))
             for test, args, size, n, q in (("write_bw", ["-s", "65536", "-n", "1000", "-q", "4"], 65536, 1000, 4),
                                            ("send_bw", ["-s", "4096", "-n", "10000", "-q", "2"], 4096, 10000, 2)):
-                # Pair 1's QPs go to lcore 0 of both daemons (none are placed yet). Its client is
-                # stopped (SIGSTOP, by PID) once they exist, so that pair 2's QPs, made meanwhile,
-                # go to lcore 1; then it goes on, and both pairs run at once.
-                # From no QP at all (the last pairs' QPs are destroyed as their clients leave).
+                # Pair 1's QPs go to lcore 0 of both daemons (none are placed yet), pair 2's, made
+                # while pair 1's exist, to lcore 1. Each client is stopped (SIGSTOP, by PID) as
+                # soon as its QPs are on B, so that its pair cannot finish (its QPs gone) before
+                # the other's are made and both are listed; then both go on at once.
                 expect(f"{test}: no QP left on A and B before it", wait_qps(a.hcaemu, (A, B), 0))
                 p1 = Pair(a.hcaemu, test, A, B, args + ["--check"])
-                made1 = wait_qps(a.hcaemu, (A, B), q)
+                placed = [pid_lcores(a.hcaemu, B, p1.cli, q)]
                 p1.cli.send_signal(signal.SIGSTOP)
+                placed.append(pid_lcores(a.hcaemu, A, p1.srv, q))
                 p2 = Pair(a.hcaemu, test, A, B, args + ["--check"])
-                made2 = made1 and wait_qps(a.hcaemu, (A, B), 2 * q)
-                placed = [(lcores_of(a.hcaemu, d, p.srv.pid if d == A else p.cli.pid)) for p in (p1, p2)
-                          for d in (A, B)]
+                placed.append(pid_lcores(a.hcaemu, B, p2.cli, q))
+                p2.cli.send_signal(signal.SIGSTOP)
+                placed.append(pid_lcores(a.hcaemu, A, p2.srv, q))
                 p1.cli.send_signal(signal.SIGCONT)
-                expect(f"{test}: pair 1's {q} QPs made on A and B, then pair 2's", made1 and made2,
-                       f"pair 1: {made1}, pair 2: {made2}")
-                expect(f"{test}: pair 1's QPs on lcore 0 of A and B, pair 2's on lcore 1 (res show qp)",
-                       placed == [{0}, {0}, {1}, {1}], f"A p1, B p1, A p2, B p2: {placed}")
+                p2.cli.send_signal(signal.SIGCONT)
+                expect(f"{test}: pair 1's QPs on lcore 0 of B and A, pair 2's on lcore 1 (res show qp)",
+                       placed == [{0}, {0}, {1}, {1}], f"B p1, A p1, B p2, A p2: {placed} (None: not {q} QPs in 120 s)")
                 # perftest's table counts the iterations of every QP
                 check(f"{test} pair 1 (lcore 0s)", p1.wait(), test, [size], n * q)
                 check(f"{test} pair 2 (lcore 1s)", p2.wait(), test, [size], n * q)

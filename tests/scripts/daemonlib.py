@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 EAL = "--no-huge -m 256 --no-pci --no-shconf --log-level lib.eal:error"
@@ -26,6 +27,20 @@ class Daemon:
         out = log if log else subprocess.PIPE
         self.p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
         self.out = self.err = ""
+        # The pipes are read as the daemon writes: it logs a line per client, and a pipe left
+        # unread fills (64 KiB, about 1000 clients) and blocks the daemon's next write.
+        self._got = {"out": [], "err": []}
+        self._readers = []
+        if not log:
+            for name, f in (("out", self.p.stdout), ("err", self.p.stderr)):
+                t = threading.Thread(target=self._drain, args=(f, self._got[name]), daemon=True)
+                t.start()
+                self._readers.append(t)
+
+    @staticmethod
+    def _drain(f, chunks):
+        for line in f:
+            chunks.append(line)
 
     def wait_ready(self, timeout=20):
         """True once the control socket accepts a connection; False if the daemon died or never did."""
@@ -48,9 +63,12 @@ class Daemon:
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
         try:
-            self.out, self.err = self.p.communicate(timeout=timeout)
-            return self.p.returncode
+            rc = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
-            self.out, self.err = self.p.communicate()
-            return None
+            self.p.wait()
+            rc = None
+        for t in self._readers:
+            t.join(timeout=10)
+        self.out, self.err = "".join(self._got["out"]), "".join(self._got["err"])
+        return rc
