@@ -180,8 +180,8 @@ double steer_two_threads_ns(uint32_t total) {
     }
     owner.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (sum == 0 || got != want) std::fprintf(stderr, "two threads: %llu of %llu frames in %.1f s\n", (unsigned long long)got, (unsigned long long)want, s);
-    return got == want ? s * 1e9 / double(got) : -1;
+    if (sum == 0 || got < want) std::fprintf(stderr, "two threads: %llu of %llu frames in %.1f s\n", (unsigned long long)got, (unsigned long long)want, s);
+    return got >= want ? s * 1e9 / double(got) : -1;
 }
 
 // ns per packet through two HCAs on one core (64-byte RC WRITEs, 256 outstanding): data and ACKs.
