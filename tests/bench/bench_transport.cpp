@@ -102,10 +102,11 @@ int main(int argc, char** argv) {
     const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000},   {WrOpcode::rdma_write, "write", 4096, 50000},
                           {WrOpcode::rdma_write, "write", 1 << 20, 200}, {WrOpcode::send, "send", 4096, 50000},
                           {WrOpcode::rdma_read, "read", 4096, 50000},    {WrOpcode::rdma_read, "read", 1 << 20, 200}};
-    int rc = 0;
+    int rc = 0, ran = 0;
     for (const Case& k : cases) {
         if ((argc > 1 && std::strcmp(argv[1], k.name)) || (argc > 2 && std::strtoul(argv[2], nullptr, 0) != k.size))
             continue;
+        ++ran;
         const RunResult r = run(k.op, k.size, k.count);
         const double bytes = double(k.size) * k.count;
         const double gbs = bytes / r.seconds / 1e9;
@@ -114,6 +115,11 @@ int main(int argc, char** argv) {
         std::printf("%-10s %9u %8u %10.2f %10.3f %9.3f %11.2f%s\n", k.name, k.size, k.count, double(r.packets) / r.seconds / 1e6,
                     gbs, gbs / bound, bound, r.ok ? "" : "  (did not finish)");
         if (!r.ok) rc = 1;
+    }
+    if (!ran) {  // a name or size no case has: a usage error, not an empty table
+        std::fprintf(stderr, "bench_transport: no case '%s%s%s' (write 64|4096|1048576, send 4096, read 4096|1048576)\n",
+                     argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
+        return 2;
     }
     std::printf("\nMpps counts the packets of both HCAs (data, ACKs, responses); GB/s counts payload.\n"
                 "'x memcpy' compares with one memcpy of the same working set in this run.\n");
