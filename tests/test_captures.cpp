@@ -1,7 +1,8 @@
 // The packet layer on real RoCE v2 traffic: Linux Soft-RoCE captures in ../shared/captures/rxe.
 // Exits 77 (meson's SKIP) with a message when the captures are not there.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_run.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -168,5 +169,5 @@ int main(int argc, char** argv) {
         return 77;
     }
     std::printf("captures: %s\n", g_dir.c_str());
-    return Catch::Session().run(argc, argv);
+    return run_catch(argc, argv);
 }

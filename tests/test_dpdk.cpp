@@ -1,8 +1,9 @@
 // The DPDK port on DPDK's net_ring vdev (two ethdevs joined by rings, in this process): frames
 // move byte-exact, the pool runs dry and recovers, and two HCAs run RC traffic over it in real
 // time. EAL without hugepages, as on any machine (`default_eal_args`).
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_run.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -268,5 +269,5 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "DPDK EAL did not start: %s\n", err.c_str());
         return 1;
     }
-    return Catch::Session().run(argc, argv);
+    return run_catch(argc, argv);
 }

@@ -2,8 +2,9 @@
 // (dpdk_port/steer.hpp), and one device served by an engine per lcore (transport/hca_group.hpp):
 // each QP's traffic handled by its owner only, byte-exact, with two threads over a 2-queue DPDK
 // ring pair.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_run.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -426,5 +427,5 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "EAL: %s\n", err.c_str());
         return 1;
     }
-    return Catch::Session().run(argc, argv);
+    return run_catch(argc, argv);
 }
