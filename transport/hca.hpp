@@ -331,7 +331,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTe
     // transmit ring; nothing is built to be dropped (64+ QPs at once lost most of it, then their
     // retries ran out).
     if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) return Tx::no_buffer;
-    port::Frame f;
+    port::Frame& f = txq_[ntx_];  // built in its queue slot: no copy of the Frame afterwards
     if (!port_.alloc(f)) return Tx::no_buffer;
     h.ip4.id = ip_id_++;  // one IP ID per frame, as Linux numbers DF packets
     size_t hl = 0;
@@ -350,8 +350,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTe
     dev_.counters().add(Counter::sent_bytes, f.len);
     if (trace_fn_)
         trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::tx, .qpn = h.bth.dest_qp, .psn = h.bth.psn, .frame = f.data, .len = f.len});
-    txq_[ntx_++] = f;
-    if (ntx_ == txq_.size()) tx_flush();
+    if (++ntx_ == txq_.size()) tx_flush();
     return Tx::ok;
 }
 

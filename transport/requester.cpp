@@ -117,7 +117,8 @@ void Hca::req_run(QpCtx& c) {
                 trace(TraceEvent{.kind = TraceKind::wqe_fetched, .qpn = q.qpn, .psn = t.first_psn, .wqe = &w, .count = t.npsn});
         }
 
-        pkt::Headers h;
+        // RC and UC start from the QP's template (a copy, not a zeroing and then a copy).
+        pkt::Headers h = q.type == QpType::ud ? pkt::Headers{} : tmpl(c);
         if (q.type == QpType::ud) {
             if (w.ah && !w.ah->dmac_valid && resolve(w.ah->attr.dgid, w.ah->dmac)) w.ah->dmac_valid = true;
             if (!w.ah || !headers_for(q, w.ah->attr, w.remote_qpn, h, w.ah->dmac_valid ? &w.ah->dmac : nullptr)) {
@@ -126,8 +127,6 @@ void Hca::req_run(QpCtx& c) {
             }
             // A Q_Key with its high bit set means "use the QP's own" (IBTA ch. 10, Q_Keys).
             h.deth = {(w.remote_qkey & 0x80000000u) ? q.attr.qkey : w.remote_qkey, 0, q.qpn};
-        } else {
-            h = tmpl(c);
         }
         h.bth.psn = c.psn;
         uint32_t plen = 0;
