@@ -8,12 +8,16 @@ QP in turn gets what its send queue has room for, as perftest does); both move t
 (-n is divided among the QPs). Each round runs the pair in both orders' turn (one QP first in
 even rounds, the many first in odd ones); the medians are printed, and the median of the rounds'
 own ratios (aggregate / one QP). With --hcaemud the same through two daemons (perf_daemon.py's
-setup) as well. Shared machines are noisy: compare the ratios, not the raw figures.
+setup) as well. With --bench-mem, each round also measures the machine's own bound for that
+working set (bench_mem: gather and scatter of the same messages over one buffer against QPS
+buffers, in RoCE MTU pieces), printed beside. Shared machines are noisy: compare the ratios, not
+the raw figures.
 """
 import argparse
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -24,6 +28,15 @@ import check_daemon_perf  # noqa: E402  (run_pair through daemons)
 import daemonlib  # noqa: E402
 
 BW = re.compile(r"^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+MEM = re.compile(r"^(gather|scatter)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+def mem_bound(bench_mem, size, qps):
+    """{'gather': (one, many, ratio), 'scatter': ...} from bench_mem, None if it failed."""
+    r = subprocess.run([bench_mem, str(size), str(qps), "1024"], capture_output=True, text=True, timeout=120)
+    rows = {m.group(1): tuple(float(m.group(i)) for i in (2, 3, 4))
+            for m in (MEM.match(l) for l in r.stdout.splitlines()) if m}
+    return rows if r.returncode == 0 and len(rows) == 2 else None
 
 
 def bw(r):
@@ -42,15 +55,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=65536)
     ap.add_argument("--messages", type=int, default=5120, help="messages of a run, all QPs together")
+    ap.add_argument("--bench-mem", help="bench_mem: the memory bound of the working set, each round")
     a = ap.parse_args()
     per_qp = max(5, a.messages // a.qps)  # perf's -n is at least 5
     tests = ("write_bw", "send_bw")
     rows = {}  # (mode, test) -> [(one, many)]
+    mems = []  # bench_mem's rows, one a round
     ok = True
 
     def runs(mode, run):
         nonlocal ok
         for rnd in range(a.rounds):
+            if a.bench_mem and mode == "in-process":
+                m = mem_bound(a.bench_mem, a.size, a.qps)
+                if m:
+                    mems.append(m)
+                    print(f"round {rnd + 1} memory bound: gather {m['gather'][2]:.2f}, scatter {m['scatter'][2]:.2f}"
+                          f" ({a.qps} buffers / 1)", flush=True)
+                else:
+                    ok = False
+                    print(f"round {rnd + 1} memory bound: bench_mem failed", flush=True)
             for test in tests:
                 res = {}
                 order = (1, a.qps) if rnd % 2 == 0 else (a.qps, 1)
@@ -91,6 +115,11 @@ def main():
         ratio = statistics.median(x[1][0] / x[0][0] for x in v)
         print(f"{mode:<11} {test:<9} 1 QP {one:.3f} GB/s   {a.qps} QPs {many:.3f} GB/s   ratio {ratio:.2f}"
               f"   (rounds: " + ", ".join(f"{x[1][0] / x[0][0]:.2f}" for x in v) + ")")
+    for kind in ("gather", "scatter") if mems else ():
+        one = statistics.median(m[kind][0] for m in mems)
+        many = statistics.median(m[kind][1] for m in mems)
+        print(f"{'bound':<11} {kind:<9} 1 buf {one:.3f} GB/s   {a.qps} bufs {many:.3f} GB/s   ratio "
+              f"{statistics.median(m[kind][2] for m in mems):.2f}   (memcpy in 1024 B pieces, one core)")
     sys.exit(0 if ok else 1)
 
 
