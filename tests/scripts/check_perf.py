@@ -77,7 +77,7 @@ class Drain:
         return self.out, self.err, True
 
 
-def run_pair(hcaemu, test, args, timeout=120, client_pcap=None):
+def run_pair(hcaemu, test, args, timeout=120, client_pcap=None, client_eal="", client_vdev=""):
     with tempfile.TemporaryDirectory(prefix="hcaemu-perf-") as tmp:
         sock = os.path.join(tmp, "memif.sock")
         common = f"socket={sock},socket-abstract=no,bsize=10240"
@@ -97,7 +97,7 @@ def run_pair(hcaemu, test, args, timeout=120, client_pcap=None):
         drain = Drain(srv)
         try:
             cli = subprocess.run(base + ["--ip", "198.18.0.2/24", "--mac", "02:00:00:00:00:02", "--eal",
-                                         f"{EAL} -l 1 --file-prefix=pc{tag} --vdev=net_memif0,role=client,{common}",
+                                         f"{EAL}{client_eal} -l 1 --file-prefix=pc{tag} --vdev=net_memif0,role=client,{common}{client_vdev}",
                                          "127.0.0.1"] + (["--pcap", client_pcap] if client_pcap else []), capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             so, se, _ = drain.wait(0)
