@@ -7,6 +7,7 @@ The port is DPDK's net_null (nothing ever arrives), so no root is needed. Every 
 under a deadline (a hang fails the test); how long each took is printed, not asserted.
 """
 import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -106,9 +107,10 @@ class FakePeer(threading.Thread):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """proclib's: below the ephemeral range, where no connection's source port can take it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import proclib
+    return proclib.free_port()
 
 
 def run_tool(args):

@@ -22,7 +22,6 @@ Exit 77 (meson: skipped) without root or `ip netns`, saying why.
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,9 +49,10 @@ def sh(ns, *cmd, check=True):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """proclib's: below the ephemeral range, where no connection's source port can take it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import proclib
+    return proclib.free_port()
 
 
 class Proc:

@@ -141,14 +141,19 @@ def check_daemon(tmp, hcaemud):
 ADDR = re.compile(r"^  (local|remote) address: +LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$", re.M)  # ud_pingpong: "PSN 0x...: GID"
 
 
-def server_listening(prog, name, port, ps):
+def server_listening(prog, name, port, ps, last=True):
+    """True once the server listens. A server that could not bind its port (taken since
+    free_port() chose it) is a failure only on the `last` attempt; else the caller tries another."""
     ok = wait_listen(int(port), ps, 60)
     if not ok:
         if ps.poll() is None:
             ps.kill()  # our own child, by its handle
         out, err = ps.communicate()
+        err = err.decode(errors="replace")
+        if not last and "Couldn't listen to port" in err:
+            return None
         expect(f"{prog} {name}: the server listens on its TCP port", False,
-               (ps.returncode, out.decode(errors="replace"), err.decode(errors="replace")))
+               (ps.returncode, out.decode(errors="replace"), err))
     return ok
 
 
@@ -168,8 +173,16 @@ def via_exec(tmp, role, lcore, ip, mac, name, cmd):
 def run_pair(prog, scmd, senv, ccmd, cenv, port, name, timeout=90):
     """The server, then (the programs' clients do not retry a refused connect) the client once the
     server listens: ((rc, out, err) of the server, of the client), or None if it never listened."""
-    ps = start(scmd, senv)
-    if not server_listening(prog, name, port, ps):
+    for attempt in range(3):
+        ps = start(scmd, senv)
+        ok = server_listening(prog, name, port, ps, last=attempt == 2)
+        if ok is not None:
+            break
+        # the port was taken between free_port() and the server's bind: another one
+        new = str(free_port())
+        scmd, ccmd = (c[:c.index("-p") + 1] + [new] + c[c.index("-p") + 2:] for c in (scmd, ccmd))
+        port = new
+    if not ok:
         return None
     pc = start(ccmd, cenv)
     cr = finish(pc, timeout)

@@ -3,6 +3,7 @@ DPDK EAL arguments for a net_memif pair, child processes with deadlines (killed 
 handle only), waiting for a server's TCP port. Daemons: daemonlib.py."""
 import os
 import re
+import random
 import socket
 import subprocess
 import threading
@@ -59,12 +60,28 @@ def report(stream=None):
     return 0
 
 
+_port_rng = random.Random(os.getpid() ^ int(time.time() * 1e6))
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A TCP port for a server on loopback, free now, below the kernel's ephemeral range: a port
+    from bind(0) is an ephemeral one, which any connection made meanwhile (a perftest client's
+    out-of-band socket, in another case or suite) may take as its source port before the server
+    binds it ("Couldn't listen to port")."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(1000):
+        p = _port_rng.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no free TCP port below the ephemeral range")
 
 
 def eal(lcore, vdev, mem=512, prefix=None):
