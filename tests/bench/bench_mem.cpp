@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     const size_t size = argc > 1 ? std::strtoul(argv[1], nullptr, 0) : 65536;
     const size_t blocks = argc > 2 ? std::strtoul(argv[2], nullptr, 0) : 1024;
     const size_t mtu = argc > 3 ? std::strtoul(argv[3], nullptr, 0) : 1024;
-    if (size == 0 || blocks == 0 || mtu == 0 || size * blocks > (size_t(1) << 36)) {
+    if (size == 0 || blocks == 0 || mtu == 0 || blocks > (size_t(1) << 36) / size) {  // no overflow: a quotient
         std::fprintf(stderr, "usage: bench_mem [SIZE [BLOCKS [MTU]]]: positive, SIZE x BLOCKS at most 64 GiB\n");
         return 2;
     }
