@@ -85,6 +85,11 @@ BASE_PORT=18600        # each case gets its own TCP port: no listener of one cas
 # listener, REJ 8, and perftest 4.5's client ends (seen in CI: cm-loss5-send_bw-hcaemu_srv). Any
 # CM would answer so; these cases spare the guest's ACKs ("noack"), as pingpong's do, and leave
 # lost ACKs to the loss5- and lib-loss5- cases.
+# rping with hcaemu as server and loss: the guest's rping destroys its id right after
+# rdma_disconnect, and the kernel's CM cancels the DREQ's retransmission then (cm_destroy_id in
+# DREQ_SENT). A lost DREQ leaves the server waiting for a DISCONNECTED no CM could deliver (seen
+# in CI: cm-loss5-rping-hcaemu_srv, no DREQ in its capture); that case spares the guest's DREQ
+# ("nodreq") and loses the rest. The .netem log ends with tc's counters (what was spared, dropped).
 # tool probe: the peer behaviour report (scripts/probe.py, issue 15) with rxe as the peer: the
 # guest's ibv_rc_pingpong (flags: its -s and -n) serves each scenario (scripts/interop/guest-server.sh),
 # hcaemu pingpong is the prober; the report goes to probe/ in the results and
@@ -211,7 +216,7 @@ cm-rdma_server-hcaemu_srv    | rdma_server | hcaemu |                           
 cm-rej-rxe_srv               | rej        | rxe    | -C 1                           |         | 90
 cm-rej-hcaemu_srv            | rej        | hcaemu | -C 1                           |         | 90
 cm-loss5-rping-rxe_srv       | rping      | rxe    | -C 20 -S 1024 -V               | loss 5% | 150
-cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | loss 5% | 150
+cm-loss5-rping-hcaemu_srv    | rping      | hcaemu | -C 20 -S 1024 -V               | nodreq loss 5% | 150
 cm-loss5-write_bw-rxe_srv    | write_bw   | rxe    | -s 8192 -n 32                  | loss 5% | 150
 cm-loss5-write_bw-hcaemu_srv | write_bw   | hcaemu | -s 8192 -n 32                  | noack loss 5% | 150
 cm-loss5-send_bw-rxe_srv     | send_bw    | rxe    | -s 4096 -n 32                  | loss 5% | 150
@@ -460,23 +465,26 @@ cap_dropped() {  # cap_dropped FILE: frames the kernel dropped before tcpdump re
 }
 
 # ------------------------------------------------------------------ one case
-netem_script() {  # netem_script 'ARGS' | 'noack ARGS': the guest's tc commands for eth0
+netem_script() {  # netem_script 'ARGS' | 'noack ARGS' | 'nodreq ARGS': the guest's tc commands for eth0
+  local m4 m6  # u32 matches of what band 1:1 spares, in the IPv4 packet without options (BTH at
+               # 28, a GMP's MAD at 48) and the IPv6 one without extension headers (BTH at 48, MAD at 68)
   case $1 in
-    noack\ *)  # prio band 1:1 (default, and ACK/NAK: BTH opcode 0x11, 28 bytes into the IPv4
-               # packet without options, 48 into the IPv6 one without extension headers) passes;
-               # other UDP 4791 goes to band 1:2 with netem
-      cat <<EOF
+    noack\ *) m4='match u8 0x11 0xff at 28'; m6='match u8 0x11 0xff at 48';;  # BTH opcode RC ACK/NAK
+    nodreq\ *)  # UD SEND Only (0x64) carrying a CM MAD (class 0x07) with attribute DREQ (0x0015)
+      m4='match u8 0x64 0xff at 28 match u8 0x07 0xff at 49 match u16 0x0015 0xffff at 64'
+      m6='match u8 0x64 0xff at 48 match u8 0x07 0xff at 69 match u16 0x0015 0xffff at 84';;
+    *) echo "tc qdisc replace dev eth0 root netem $1 && tc qdisc show dev eth0"; return;;
+  esac
+  # prio band 1:1 (the default, and what is spared) passes; other UDP 4791 goes to band 1:2 and netem
+  cat <<EOF
 tc qdisc replace dev eth0 root handle 1: prio bands 2 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 &&
-tc qdisc add dev eth0 parent 1:2 handle 20: netem ${1#noack } &&
-tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff match u8 0x11 0xff at 28 flowid 1:1 &&
+tc qdisc add dev eth0 parent 1:2 handle 20: netem ${1#* } &&
+tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff $m4 flowid 1:1 &&
 tc filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:2 &&
-tc filter add dev eth0 parent 1: protocol ipv6 prio 3 u32 match ip6 protocol 17 0xff match ip6 dport 4791 0xffff match u8 0x11 0xff at 48 flowid 1:1 &&
+tc filter add dev eth0 parent 1: protocol ipv6 prio 3 u32 match ip6 protocol 17 0xff match ip6 dport 4791 0xffff $m6 flowid 1:1 &&
 tc filter add dev eth0 parent 1: protocol ipv6 prio 4 u32 match ip6 protocol 17 0xff match ip6 dport 4791 0xffff flowid 1:2 &&
 tc qdisc show dev eth0 && tc filter show dev eth0
 EOF
-      ;;
-    *) echo "tc qdisc replace dev eth0 root netem $1 && tc qdisc show dev eth0";;
-  esac
 }
 # The case's address family: run_case sets CASE_V6 (1 for a v6- case); GID6[GUEST] is the index
 # of the guest's IPv6 GID (guest_ipv6).
@@ -655,7 +663,7 @@ run_case() {  # run_case INDEX 'name|tool|server|flags|netem|timeout'
   fi
   cap_stop
   if [ -n "$netem" ]; then
-    gjob guest 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+    gjob guest 20 "tc -s qdisc show dev eth0; tc -s filter show dev eth0; tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
   fi
 
   rc_rxe=$(cat "$d.rxe.rc" 2>/dev/null || echo none)
@@ -830,7 +838,7 @@ run_cm_case() {  # run_cm_case INDEX 'name|tool|server|flags|netem|timeout'
   fi
   cap_stop
   if [ -n "$netem" ]; then
-    gjob guest 20 "tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
+    gjob guest 20 "tc -s qdisc show dev eth0; tc -s filter show dev eth0; tc qdisc del dev eth0 root" >> "$d.netem" 2>&1 || reason=${reason:-"netem could not be removed"}
   fi
   rc_rxe=$(cat "$d.rxe.rc" 2>/dev/null || echo none)
   if [ -z "$reason" ]; then
