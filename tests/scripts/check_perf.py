@@ -597,6 +597,13 @@ def check_stats(hc):
            100 + 2 * srv.get("device.duplicate_request", 0), r[2])
     expect("read_lat --stats: the longest engine gap printed", "perf.max_turn_gap_us" in srv and "perf.max_turn_gap_us" in cli,
            r[2] + r[5])
+    for side, st, err in (("server", srv, r[2]), ("client", cli, r[5])):
+        # the engine's load (docs/tools/perf.md): 50 READs and 50 responses moved in busy turns,
+        # which with the idle turns between them fit in the span from the first busy turn to the last
+        expect("read_lat --stats: the %s's engine moved the 100 frames (and retransmissions)" % side,
+               st.get("perf.load_frames", 0) >= 100 and 1 <= st.get("perf.load_busy_turns", 0) <= st["perf.load_frames"], err)
+        expect("read_lat --stats: the %s's busy and idle turns within the span" % side,
+               st.get("perf.load_busy_us", 0) + st.get("perf.load_idle_us", 0) <= st.get("perf.load_span_us", -2) + 1, err)
     expect("read_lat --stats: counters that are zero are not printed", all(v != 0 for k, v in cli.items()
                                                                            if not k.startswith("perf.")), r[5])
 

@@ -28,7 +28,19 @@ void print_stats(api::Context& ctx, const perf::Env& env) {
     group("net", st.net);
     group("link", st.link);
     group("daemon", st.daemon);
-    std::fprintf(stderr, "perf.%-28s %llu\n", "max_turn_gap_us", static_cast<unsigned long long>(env.max_turn_gap_ns / 1000));
+    const auto perf_line = [](const char* n, uint64_t x) {
+        std::fprintf(stderr, "perf.%-28s %llu\n", n, static_cast<unsigned long long>(x));
+    };
+    perf_line("max_turn_gap_us", env.max_turn_gap_ns / 1000);
+    const perf::Env::Load& l = env.load;
+    if (l.busy_turns) {
+        perf_line("load_span_us", (l.last_ns - l.first_ns) / 1000);
+        perf_line("load_busy_us", l.busy_ns / 1000);
+        perf_line("load_idle_us", l.idle_ns / 1000);
+        perf_line("load_busy_turns", l.busy_turns);
+        perf_line("load_idle_turns", l.idle_turns);
+        perf_line("load_frames", l.frames);
+    }
     print_inject_stats(ctx);
 }
 

@@ -131,13 +131,15 @@ private:
     uint64_t last_busy_ns_ = 0;
     // One engine turn; with --stats, the gap since the previous turn of the same wait is measured (Env).
     size_t engine_turn() {
-        if (o_.stats) {
-            const uint64_t t = now_ns();
-            if (last_turn_ns_ && t - last_turn_ns_ > env_.max_turn_gap_ns) env_.max_turn_gap_ns = t - last_turn_ns_;
-            last_turn_ns_ = t;
-        }
-        return ctx_.poll();
+        if (!o_.stats) return ctx_.poll();
+        const uint64_t t = now_ns();
+        if (last_turn_ns_ && t - last_turn_ns_ > env_.max_turn_gap_ns) env_.max_turn_gap_ns = t - last_turn_ns_;
+        last_turn_ns_ = t;
+        const size_t moved = ctx_.poll();
+        env_.load.turn(t, now_ns(), moved);
+        return moved;
     }
+    void load_reset() { env_.load = {}; }  // a test phase starts (--stats' engine load)
     uint64_t last_turn_ns_ = 0;
     // `run_wait`: the peer runs its test before it answers (one-sided BW, read and atomic
     // latency: the server waits for the client's run), so with -D the wait takes its time too
@@ -637,6 +639,7 @@ bool Session::bw_client(uint64_t size, BwReport& rep) {
     for (size_t q = 0; q < nq_; ++q) fill_wr(q, size, wr[q], sge[q]);
     const uint64_t step = inc(size), nslots = slots(size);
     uint64_t total_posted = 0;
+    load_reset();
     const uint64_t start = now_ns();
     if (timed) window_start(start);
     uint64_t last_progress = start, seen = 0;
@@ -701,6 +704,7 @@ bool Session::send_bw_server(uint64_t size, BwReport& rep) {
     std::fill(recvd_.begin(), recvd_.end(), 0);
     total_recvd_ = 0;
     std::vector<uint64_t> posted(nq_, std::min<uint64_t>(o_.rx_depth, per_qp));  // posted before the barrier
+    load_reset();
     const uint64_t start = now_ns();
     if (!wait(
             [&] {
@@ -737,6 +741,7 @@ SendWr Session::lat_begin(uint64_t size, Sge& sge) {
     wr.send_flags = send_flag::signaled;
     std::fill(sent_.begin(), sent_.end(), 0);
     total_sent_ = 0;
+    load_reset();
     if (timed_) window_start(now_ns());
     return wr;
 }
@@ -820,6 +825,7 @@ bool Session::read_atomic_lat(uint64_t size) {
     std::fill(sent_.begin(), sent_.end(), 0);
     total_sent_ = 0;
     tposted_.assign(timed_ ? 0 : o_.iters, 0);
+    load_reset();
     if (timed_) window_start(now_ns());
     uint64_t n = 0;
     for (;;) {
@@ -1152,6 +1158,7 @@ int Session::run() {
 
     // read and atomic latency: the server has nothing to do but wait for the close
     if (lat && !client_ && (o_.verb == Verb::read || o_.verb == Verb::atomic)) {
+        load_reset();
         if (!close(false, true)) return 1;
         out(kLine);
         return 0;
@@ -1161,6 +1168,7 @@ int Session::run() {
 
     if (!lat && o_.verb != Verb::send && !client_) {
         // one-sided BW: wait for the client's barrier, then print its results
+        load_reset();
         if (!barrier(true)) return 1;
         BwReport zero, theirs;
         if (!results(zero, theirs)) return 1;

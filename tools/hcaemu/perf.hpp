@@ -126,6 +126,32 @@ struct Env {
     // --stats: the longest time between two engine turns (ctx->poll()) of one wait. A process
     // left off its CPU for more than retry_cnt + 1 ACK timeouts fails its peer's RC QP.
     uint64_t max_turn_gap_ns = 0;
+    // --stats: the engine's load in the test's last phase (a size's run, or the server's wait for
+    // the client's), from the first turn that moved a frame to the last one: the time spent in
+    // turns that moved frames (busy) and in turns that moved none (idle); the rest of the span is
+    // the program's own (posting, the CQ). Two clock reads a turn: --stats costs a little speed.
+    struct Load {
+        uint64_t first_ns = 0, last_ns = 0, busy_ns = 0, idle_ns = 0, busy_turns = 0, idle_turns = 0, frames = 0;
+        uint64_t pending_ns = 0, pending_turns = 0;  // idle turns since the last busy one
+        void turn(uint64_t t0, uint64_t t1, size_t moved) {
+            if (!moved) {
+                pending_ns += t1 - t0;
+                ++pending_turns;
+                return;
+            }
+            if (first_ns) {  // idle turns count between busy ones only: not setup, not the end
+                idle_ns += pending_ns;
+                idle_turns += pending_turns;
+            } else {
+                first_ns = t0;
+            }
+            pending_ns = pending_turns = 0;
+            busy_ns += t1 - t0;
+            ++busy_turns;
+            frames += moved;
+            last_ns = t1;
+        }
+    } load;
     // -R: the CM that connects the test's QPs, and where: the server's listening address (the
     // wildcard, the test's port) or the client's destination (HOST, the test's port).
     CmLink* cm = nullptr;
