@@ -67,7 +67,7 @@ def run_pair(hcaemu, test, sdev, cdev, args, timeout=120):
 
 def wait_link(hcaemu, sdev, cdev, timeout=60):
     """A daemon is ready once its socket accepts, its memif link (and so ARP) some time later (a
-    loaded machine: seconds): a tiny write_bw pair until one passes. For the benchmarks."""
+    loaded machine: seconds): a tiny write_bw pair until one passes."""
     end = time.time() + timeout
     while time.time() < end:
         r, _ = run_pair(hcaemu, "write_bw", sdev, cdev, ["-s", "2", "-n", "5"], timeout=60)
@@ -124,6 +124,8 @@ def main():
             return finish()
         A, B = f"unix:{sa}", f"unix:{sb}"
         try:
+            # A daemon's socket accepts before its memif link is up (a loaded machine: seconds).
+            expect("A and B reach each other (ARP, a small write_bw)", wait_link(a.hcaemu, A, B))
             for test, args, sizes, iters in (
                     ("write_bw", ["-s", "65536", "-n", "200"], [65536], 200),
                     ("read_bw", ["-s", "4096", "-n", "200"], [4096], 200),
