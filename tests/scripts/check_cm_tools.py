@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemonlib  # noqa: E402
+import check_daemon_perf  # noqa: E402  (wait_link)
 import proclib  # noqa: E402
 from proclib import finish, memif, start  # noqa: E402
 
@@ -105,6 +106,9 @@ def main():
             db = daemonlib.Daemon(a.hcaemud, sb, daemonlib.memif_eal(mtmp, "client", "1", tag), "198.18.0.2/24",
                                   "02:00:00:00:00:02")
             expect("daemon B starts", db.wait_ready())
+            # A daemon's socket accepts before its memif link is up (a loaded machine: seconds).
+            expect("A and B reach each other (ARP, a small write_bw)",
+                   check_daemon_perf.wait_link(h, f"unix:{sa}", f"unix:{sb}"))
             srv = [h] + pp + ["--device", f"unix:{sa}"]
             cli = [h] + pp + ["--device", f"unix:{sb}", "198.18.0.1"]
             s, c = run_pair(srv, cli, settle=1.0)
