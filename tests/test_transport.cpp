@@ -1169,3 +1169,70 @@ TEST_CASE("a port that refuses frames: they wait in the HCA's queue, in order; n
     CHECK(s[1].dev->counters().get(Counter::duplicate_request) == 0);
     CHECK(s[1].dev->counters().get(Counter::out_of_sequence) == 0);
 }
+
+TEST_CASE("turn profile: the quantiles of its histogram", "[transport][profile]") {
+    using TP = transport::TurnProfile;
+    TP::Hist h;
+    for (int i = 0; i < 10; ++i) h.add(20);   // bucket 16-23
+    for (int i = 0; i < 10; ++i) h.add(100);  // bucket 96-103
+    CHECK(h.quantile(0.4) == 20);
+    CHECK(h.quantile(0.5) == 100);
+    CHECK(h.sum_ns == 1200);
+    CHECK(h.mean() == 60);
+    for (int i = 0; i < 30; ++i) h.add(1'000'000);  // beyond the histogram
+    CHECK(h.quantile(0.5) == TP::kBeyondNs);
+    CHECK(TP::Hist{}.quantile(0.5) == 0);
+}
+
+TEST_CASE("turn profile: every turn that moved frames, and its steps within the whole", "[transport][profile]") {
+    SimPair p(rc_config());
+    p.clock.set_tick(1);  // every clock read moves time on: each step takes time
+    transport::Hca& a = *p.side[0].hca;
+    CHECK(a.turn_profile() == nullptr);
+    a.profile_turns(true);
+    REQUIRE(a.turn_profile() != nullptr);
+    std::vector<uint8_t> src(65536, 0x5A);
+    std::memcpy(p.side[0].mem.data(), src.data(), src.size());
+    Sge s{p.side[0].mr.addr(), 65536, p.side[0].mr.lkey()};
+    SendWr w;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = WrOpcode::rdma_write;
+    w.send_flags = send_flag::signaled;
+    w.rdma = {p.side[1].mr.addr(), p.side[1].mr.rkey()};
+    const SendWr* bad;
+    REQUIRE(p.side[0].qp.post_send(&w, &bad) == Status::ok);
+    uint64_t busy = 0, frames = 0;
+    Wc wc[4];
+    int got = 0;
+    for (int i = 0; i < 100000 && (got = p.side[0].cq.poll(wc)) == 0; ++i) {
+        const size_t m = a.poll();
+        busy += m != 0;
+        frames += m;
+        if (!m && !p.side[1].hca->poll()) p.clock.set(std::min(p.wire.next_delivery_ns(), a.next_timer_ns()));
+    }
+    REQUIRE(got == 1);
+    REQUIRE(wc[0].status == WcStatus::success);
+    CHECK(std::memcmp(p.side[1].mem.data(), src.data(), src.size()) == 0);
+    const transport::TurnProfile& tp = *a.turn_profile();
+    CHECK(tp.turns == busy);
+    CHECK(tp.frames == frames);
+    CHECK(frames >= 65);  // 64 WRITE packets out and at least one ACK in
+    using TP = transport::TurnProfile;
+    uint64_t steps = 0;
+    for (int k = 0; k < TP::whole; ++k) steps += tp.step[size_t(k)].sum_ns;
+    CHECK(steps <= tp.step[TP::whole].sum_ns);  // t[5] - t[0]; empty bursts' steps are not counted
+    CHECK(tp.step[TP::whole].count == tp.turns);
+    CHECK(tp.step[TP::requesters].count == tp.turns);
+    // the ACKs came in receive bursts; the 64 packets left in the requesters' step (the port's
+    // queue of 32 full) or in a turn's last burst
+    CHECK(tp.step[TP::rx].count >= 1);
+    CHECK(tp.step[TP::rx].count == tp.step[TP::receive].count);
+    CHECK(tp.step[TP::rx].count < tp.turns);
+    CHECK(tp.step[TP::tx].count < tp.turns);
+    CHECK(tp.step[TP::whole].sum_ns >= 5 * tp.turns);  // a tick a step at least
+    a.profile_turns(true);  // restarts
+    CHECK(a.turn_profile()->turns == 0);
+    a.profile_turns(false);
+    CHECK(a.turn_profile() == nullptr);
+}

@@ -315,16 +315,28 @@ bool Hca::tx_flush() {
     return !tx_refused_;
 }
 
+void Hca::profile_turns(bool on) {
+    if (!on) prof_.reset();
+    else prof_ = std::make_unique<TurnProfile>();  // (re)starts the count
+}
+
 size_t Hca::poll() {
     t_lcore = lcore_;  // this thread now writes lcore_'s counters (a store; one thread may poll several)
     size_t moved = 0;
+    std::array<uint64_t, TurnProfile::count> t;  // with a profile: each step's end
+    const auto mark = [&](int k) {
+        if (prof_) [[unlikely]] t[size_t(k)] = clock_.now_ns();
+    };
+    mark(0);
     tx_refused_ = false;  // the port may have room again
     in_poll_ = true;
     now_valid_ = false;
     const uint16_t n = port_.rx_burst(rxq_.data(), uint16_t(rxq_.size()));
+    mark(1);
     for (uint16_t i = 0; i < n; ++i) receive(rxq_[i]);
     if (n) port_.free_burst(rxq_.data(), n);  // one bulk put for the burst
     moved += n;
+    mark(2);
 
     // Coalesced ACKs: one per QP per burst, for the newest PSN that asked. One owed behind READ
     // responses or atomic ACKs waits for them: responses leave in PSN order.
@@ -351,6 +363,8 @@ size_t Hca::poll() {
         if (timers_.size()) timers_.expire(now());  // no timer armed: no clock read
     }
 
+    mark(3);
+
     // Requesters and READ responders with something due. A QP stays listed while it has more.
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
     for (size_t i = 0; i < running_.size(); ++i) {
@@ -374,8 +388,14 @@ size_t Hca::poll() {
         moved += dev_.counters().get(Counter::sent_pkts) - before;
     }
     running_.clear();
+    mark(4);
+    const bool flushing = ntx_ != 0;
     tx_flush();
     in_poll_ = now_valid_ = false;
+    if (prof_) [[unlikely]] {
+        mark(5);
+        prof_->turn(t, moved, n != 0, flushing);
+    }
     return moved;
 }
 

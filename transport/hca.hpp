@@ -17,6 +17,7 @@
 #include "packet/parse.hpp"
 #include "transport/qp_ctx.hpp"
 #include "transport/timer_wheel.hpp"
+#include "transport/turn_profile.hpp"
 
 namespace hcaemu::transport {
 
@@ -105,6 +106,10 @@ public:
     // The earliest timer deadline, UINT64_MAX if none: virtual time may jump there when idle.
     uint64_t next_timer_ns() const { return timers_.next_deadline_ns(); }
     bool has_work() const { return !run_.empty() || !acks_.empty() || ntx_ != 0; }
+    // Times each step of the turns that move frames (turn_profile.hpp); on again restarts the
+    // count, off drops it. Not a per-packet cost when off: a pointer test a step.
+    void profile_turns(bool on);
+    const TurnProfile* turn_profile() const { return prof_.get(); }
 
     // A static neighbour entry: the MAC for an IP address, consulted before the port's ARP/ND.
     void set_neighbor(const Gid& ip, const pkt::Mac& mac);
@@ -313,6 +318,7 @@ private:
     uint64_t now_ns_ = 0;    // now(): this turn's time, valid while now_valid_
     bool now_valid_ = false;
     bool in_poll_ = false;
+    std::unique_ptr<TurnProfile> prof_;  // profile_turns(true)
     std::vector<std::pair<Gid, pkt::Mac>> neighbors_;
     uint64_t max_msg_sz_ = 0x80000000;         // the port's max_msg_sz: the responder's message cap
     TraceFn trace_fn_ = nullptr;

@@ -26,6 +26,8 @@ extern "C" {
 #include <rte_mbuf.h>
 }
 
+#include "transport/turn_profile.hpp"
+
 namespace {
 
 struct Opts {
@@ -95,14 +97,27 @@ int run_rx(const Opts& o, bool echo) {
     uint64_t frames = 0, bytes = 0, first = 0, last = 0, dropped = 0;
     const uint64_t start = rte_rdtsc(), hard_end = start + uint64_t(o.max_seconds * double(g_hz));
     const uint64_t idle = uint64_t(o.idle_ms) * g_hz / 1000;
+    // echo: the PMD's own time for a receive burst that brought frames and for the transmit burst
+    // that sends them back, as hcaemu perf --stats' turn profile shows its rx and tx steps
+    using Hist = hcaemu::transport::TurnProfile::Hist;
+    static Hist rx_ns, tx_ns;
+    uint64_t bursts = 0;
+    const auto ns = [](uint64_t cycles) { return cycles * 1'000'000'000 / g_hz; };
     for (uint64_t turn = 0;; ++turn) {
+        const uint64_t t0 = echo ? rte_rdtsc() : 0;
         const uint16_t n = rte_eth_rx_burst(kPort, 0, mb, o.burst);
         if (n) {
             last = rte_rdtsc();
             if (!frames) first = last;
             frames += n;
             for (uint16_t i = 0; i < n; ++i) bytes += mb[i]->pkt_len;
+            const uint64_t t1 = echo ? rte_rdtsc() : 0;
             uint16_t sent = echo ? rte_eth_tx_burst(kPort, 0, mb, n) : 0;
+            if (echo) {
+                tx_ns.add(ns(rte_rdtsc() - t1));
+                rx_ns.add(ns(last - t0));
+                ++bursts;
+            }
             if (sent < n) {
                 dropped += n - sent;
                 rte_pktmbuf_free_bulk(mb + sent, n - sent);
@@ -117,6 +132,11 @@ int run_rx(const Opts& o, bool echo) {
                 o.mode.c_str(), (unsigned long long)frames, (unsigned long long)bytes, s,
                 s > 0 ? double(frames) / s / 1e6 : 0.0, s > 0 ? double(bytes) * 8 / s / 1e9 : 0.0,
                 s > 0 ? double(bytes) / s / 1e9 : 0.0, echo ? (" (" + std::to_string(dropped) + " not echoed)").c_str() : "");
+    if (echo && bursts)
+        std::printf("echo: %llu bursts: receive ns p50 %llu p90 %llu, transmit ns p50 %llu p90 %llu\n",
+                    (unsigned long long)bursts, (unsigned long long)rx_ns.quantile(0.5),
+                    (unsigned long long)rx_ns.quantile(0.9), (unsigned long long)tx_ns.quantile(0.5),
+                    (unsigned long long)tx_ns.quantile(0.9));
     return frames ? 0 : 1;
 }
 

@@ -604,6 +604,19 @@ def check_stats(hc):
                st.get("perf.load_frames", 0) >= 100 and 1 <= st.get("perf.load_busy_turns", 0) <= st["perf.load_frames"], err)
         expect("read_lat --stats: the %s's busy and idle turns within the span" % side,
                st.get("perf.load_busy_us", 0) + st.get("perf.load_idle_us", 0) <= st.get("perf.load_span_us", -2) + 1, err)
+        # the same busy turns step by step (transport/turn_profile.hpp): one engine, reset with the load
+        expect("read_lat --stats: the %s's turn profile counts the load's busy turns and frames" % side,
+               st.get("perf.turn_busy_turns") == st.get("perf.load_busy_turns") and
+               st.get("perf.turn_frames") == st.get("perf.load_frames"), err)
+        # read_lat: each of the 50 READs and each response was received in a burst and sent in one
+        steps = ("rx", "receive", "acks_timers", "requesters", "tx")
+        turns = st.get("perf.turn_busy_turns", -1)
+        expect("read_lat --stats: the %s's steps: p50 <= p90, timed in at most every busy turn, frames in and out" % side,
+               all(st.get(f"perf.turn_{k}_p50_ns", 0) <= st.get(f"perf.turn_{k}_p90_ns", -1) for k in steps + ("whole",)) and
+               all(1 <= st.get(f"perf.turn_{k}_turns", 0) <= turns for k in ("rx", "receive", "tx")) and
+               all(st.get(f"perf.turn_{k}_turns") == turns for k in ("acks_timers", "requesters", "whole")) and
+               sum(st.get(f"perf.turn_{k}_mean_ns", 0) * st.get(f"perf.turn_{k}_turns", 0) for k in steps)
+               <= (st.get("perf.turn_whole_mean_ns", 0) + 1) * turns, err)
     expect("read_lat --stats: counters that are zero are not printed", all(v != 0 for k, v in cli.items()
                                                                            if not k.startswith("perf.")), r[5])
 

@@ -41,6 +41,18 @@ void print_stats(api::Context& ctx, const perf::Env& env) {
         perf_line("load_idle_turns", l.idle_turns);
         perf_line("load_frames", l.frames);
     }
+    // The busy turns of the same phase, step by step (in-process only)
+    api::Context::TurnReport tr;
+    if (ctx.read_turn_profile(tr) == Status::ok && tr.turns) {
+        perf_line("turn_busy_turns", tr.turns);
+        perf_line("turn_frames", tr.frames);
+        for (const auto& s : tr.steps) {
+            perf_line(("turn_" + s.name + "_turns").c_str(), s.turns);
+            perf_line(("turn_" + s.name + "_p50_ns").c_str(), s.p50_ns);
+            perf_line(("turn_" + s.name + "_p90_ns").c_str(), s.p90_ns);
+            perf_line(("turn_" + s.name + "_mean_ns").c_str(), s.mean_ns);
+        }
+    }
     print_inject_stats(ctx);
 }
 

@@ -139,7 +139,11 @@ private:
         env_.load.turn(t, now_ns(), moved);
         return moved;
     }
-    void load_reset() { env_.load = {}; }  // a test phase starts (--stats' engine load)
+    // A test phase starts: --stats' engine load, and its turns step by step (in-process)
+    void load_reset() {
+        env_.load = {};
+        if (o_.stats) (void)ctx_.profile_turns(true);
+    }
     uint64_t last_turn_ns_ = 0;
     // `run_wait`: the peer runs its test before it answers (one-sided BW, read and atomic
     // latency: the server waits for the client's run), so with -D the wait takes its time too

@@ -54,7 +54,9 @@ const char* const kPerfHelp =
     "      --stats           at the end, also after a failure, print the counters that are not zero\n"
     "                        on stderr, one \"group.name value\" a line: the HCA's (device.), the\n"
     "                        port's ARP/ND and filter (net.), the ethdev's (link.), and\n"
-    "                        perf.max_turn_gap_us: the longest time the engine went unturned in a wait\n";
+    "                        perf.max_turn_gap_us: the longest time the engine went unturned in a wait;\n"
+    "                        then the engine's load in the test's last phase (perf.load_*) and, in\n"
+    "                        process, its busy turns step by step (perf.turn_*: docs/tools/perf.md)\n";
 
 namespace {
 

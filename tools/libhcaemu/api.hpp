@@ -207,6 +207,27 @@ public:
     // An in-process HCA with --conform (HCAEMU_CONFORM=1): its violations, counted and the latest
     // described (docs/conform.md); "" when none or not monitored.
     virtual std::string conform_report() { return ""; }
+
+    // The engine's turns that moved frames, step by step (transport/turn_profile.hpp): `on`
+    // (re)starts the count, off stops it. In-process only (lcore 0's engine); not_supported by
+    // default (a daemon).
+    struct TurnStep {
+        std::string name;
+        uint64_t turns = 0;  // the turns it was timed in (rx, receive: frames came; tx: some left)
+        uint64_t p50_ns = 0, p90_ns = 0, mean_ns = 0;
+    };
+    struct TurnReport {
+        uint64_t turns = 0, frames = 0;
+        std::vector<TurnStep> steps;  // rx, receive, acks_timers, requesters, tx, whole
+    };
+    virtual Status profile_turns(bool on) {
+        (void)on;
+        return Status::not_supported;
+    }
+    virtual Status read_turn_profile(TurnReport& out) {
+        (void)out;
+        return Status::not_supported;
+    }
 };
 
 // "unix:PATH": the daemon listening on PATH; "" or "local": an in-process HCA attached with

@@ -300,6 +300,20 @@ public:
         return id ? Status::ok : Status::invalid_argument;
     }
     std::string conform_report() override { return at_->conform_report(); }
+    Status profile_turns(bool on) override {
+        at_->hca().profile_turns(on);
+        return Status::ok;
+    }
+    Status read_turn_profile(TurnReport& out) override {
+        const transport::TurnProfile* p = at_->hca().turn_profile();
+        if (!p) return Status::invalid_argument;  // not turned on
+        out = {p->turns, p->frames, {}};
+        for (uint8_t k = 0; k < transport::TurnProfile::count; ++k) {
+            const auto& h = p->step[k];
+            out.steps.push_back({transport::TurnProfile::kStepName[k], h.count, h.quantile(0.5), h.quantile(0.9), h.mean()});
+        }
+        return Status::ok;
+    }
     Status inject_del(uint32_t id) override { return at_->inject().del(id) ? Status::ok : Status::bad_handle; }
     Status inject_list(std::vector<InjectEntry>& out) override {
         out.clear();
