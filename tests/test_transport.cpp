@@ -1179,8 +1179,12 @@ TEST_CASE("turn profile: the quantiles of its histogram", "[transport][profile]"
     CHECK(h.quantile(0.5) == 100);
     CHECK(h.sum_ns == 1200);
     CHECK(h.mean() == 60);
-    for (int i = 0; i < 30; ++i) h.add(1'000'000);  // beyond the histogram
-    CHECK(h.quantile(0.5) == TP::kBeyondNs);
+    for (int i = 0; i < 10; ++i) h.add(20'000);  // a coarse bucket: 19968-20223
+    CHECK(h.quantile(0.7) == 20'096);
+    for (int i = 0; i < 30; ++i) h.add(2'000'000);  // beyond the histogram
+    CHECK(h.quantile(0.7) == TP::kBeyondNs);
+    CHECK(TP::kBeyondNs >= 1'000'000);
+    CHECK(TP::bucket(TP::kBeyondNs - 1) == TP::kBuckets - 2);
     CHECK(TP::Hist{}.quantile(0.5) == 0);
 }
 
