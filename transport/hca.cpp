@@ -389,12 +389,12 @@ size_t Hca::poll() {
     }
     running_.clear();
     mark(4);
-    const bool flushing = ntx_ != 0;
+    const uint32_t queued = ntx_;
     tx_flush();
     in_poll_ = now_valid_ = false;
     if (prof_) [[unlikely]] {
         mark(5);
-        prof_->turn(t, moved, n != 0, flushing);
+        prof_->turn(t, moved, n != 0, ntx_ < queued);  // the last burst: did the port take any
     }
     return moved;
 }

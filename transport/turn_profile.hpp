@@ -47,14 +47,13 @@ struct TurnProfile {
         }
     };
     std::array<Hist, count> step{};
-    uint64_t turns = 0;   // turns that moved frames
     uint64_t frames = 0;  // frames they moved (received and sent)
+    uint64_t turns() const { return step[whole].count; }  // turns that moved frames
 
     // One turn: t[0] its start, t[k + 1] the end of step k; `moved` its frames (0: not counted),
     // `received` whether its receive burst brought any, `flushed` whether its last burst sent any.
     void turn(const std::array<uint64_t, count>& t, size_t moved, bool received, bool flushed) {
         if (!moved) return;
-        ++turns;
         frames += moved;
         for (uint8_t k = 0; k < whole; ++k)
             if ((k > receive || received) && (k != tx || flushed)) step[k].add(t[k + 1] - t[k]);

@@ -307,7 +307,7 @@ public:
     Status read_turn_profile(TurnReport& out) override {
         const transport::TurnProfile* p = at_->hca().turn_profile();
         if (!p) return Status::invalid_argument;  // not turned on
-        out = {p->turns, p->frames, {}};
+        out = {p->turns(), p->frames, {}};
         for (uint8_t k = 0; k < transport::TurnProfile::count; ++k) {
             const auto& h = p->step[k];
             out.steps.push_back({transport::TurnProfile::kStepName[k], h.count, h.quantile(0.5), h.quantile(0.9), h.mean()});
