@@ -2,7 +2,9 @@
 // `hcaemu perf` uses it), no HCA. One process per end, one lcore each. Modes:
 //   sink  receive and free, counting frames and bytes; prints the rate between the first and the
 //         last frame received (the bound for one-way traffic: hcaemu's WRITE and SEND streams)
-//   echo  receive and transmit the same mbufs back (rx -> tx), for `ping` and `send --echo`
+//   echo  receive and transmit the same mbufs back (rx -> tx), for `ping` and `send --echo`; with
+//         --burst-times 1 it also prints its receive and transmit bursts' median and 90th
+//         percentile (three TSC reads an echo more: off for the bound perf_memif.py measures)
 //   send  transmit bursts of --burst frames of --size bytes for --seconds (frames the PMD refuses
 //         are freed and not counted); also frees whatever comes back
 //   ping  one --size frame out, wait for it to come back, --count times after --warmup: prints
@@ -40,6 +42,7 @@ struct Opts {
     uint16_t burst = 32;
     double max_seconds = 60.0;
     uint32_t idle_ms = 2000;  // a loaded machine may not run us for a second
+    bool burst_times = false;
 };
 
 [[noreturn]] void die(const char* what) {
@@ -62,6 +65,7 @@ bool parse(int argc, char** argv, Opts& o) {
         else if (k == "--burst") o.burst = uint16_t(std::strtoul(v, nullptr, 10));
         else if (k == "--max-seconds") o.max_seconds = std::strtod(v, nullptr);
         else if (k == "--idle-ms") o.idle_ms = uint32_t(std::strtoul(v, nullptr, 10));
+        else if (k == "--burst-times" && (std::string(v) == "0" || std::string(v) == "1")) o.burst_times = v[0] == '1';
         else return false;
     }
     return (o.mode == "sink" || o.mode == "echo" || o.mode == "send" || o.mode == "ping") && o.size >= 60 &&
@@ -97,23 +101,24 @@ int run_rx(const Opts& o, bool echo) {
     uint64_t frames = 0, bytes = 0, first = 0, last = 0, dropped = 0;
     const uint64_t start = rte_rdtsc(), hard_end = start + uint64_t(o.max_seconds * double(g_hz));
     const uint64_t idle = uint64_t(o.idle_ms) * g_hz / 1000;
-    // echo: the PMD's own time for a receive burst that brought frames and for the transmit burst
-    // that sends them back, as hcaemu perf --stats' turn profile shows its rx and tx steps
+    // echo --burst-times 1: the PMD's own time for a receive burst that brought frames and for the
+    // transmit burst that sends them back, as hcaemu perf --stats' turn profile shows its rx and tx
+    const bool timed = echo && o.burst_times;
     using Hist = hcaemu::transport::TurnProfile::Hist;
     static Hist rx_ns, tx_ns;
     uint64_t bursts = 0;
     const auto ns = [](uint64_t cycles) { return cycles * 1'000'000'000 / g_hz; };
     for (uint64_t turn = 0;; ++turn) {
-        const uint64_t t0 = echo ? rte_rdtsc() : 0;
+        const uint64_t t0 = timed ? rte_rdtsc() : 0;
         const uint16_t n = rte_eth_rx_burst(kPort, 0, mb, o.burst);
         if (n) {
             last = rte_rdtsc();
             if (!frames) first = last;
             frames += n;
             for (uint16_t i = 0; i < n; ++i) bytes += mb[i]->pkt_len;
-            const uint64_t t1 = echo ? rte_rdtsc() : 0;
+            const uint64_t t1 = timed ? rte_rdtsc() : 0;
             uint16_t sent = echo ? rte_eth_tx_burst(kPort, 0, mb, n) : 0;
-            if (echo) {
+            if (timed) {
                 tx_ns.add(ns(rte_rdtsc() - t1));
                 rx_ns.add(ns(last - t0));
                 ++bursts;
@@ -132,7 +137,7 @@ int run_rx(const Opts& o, bool echo) {
                 o.mode.c_str(), (unsigned long long)frames, (unsigned long long)bytes, s,
                 s > 0 ? double(frames) / s / 1e6 : 0.0, s > 0 ? double(bytes) * 8 / s / 1e9 : 0.0,
                 s > 0 ? double(bytes) / s / 1e9 : 0.0, echo ? (" (" + std::to_string(dropped) + " not echoed)").c_str() : "");
-    if (echo && bursts)
+    if (timed && bursts)
         std::printf("echo: %llu bursts: receive ns p50 %llu p90 %llu, transmit ns p50 %llu p90 %llu\n",
                     (unsigned long long)bursts, (unsigned long long)rx_ns.quantile(0.5),
                     (unsigned long long)rx_ns.quantile(0.9), (unsigned long long)tx_ns.quantile(0.5),
@@ -221,7 +226,7 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, o)) {
         std::fprintf(stderr,
                      "usage: bench_wire sink|echo|send|ping --eal \"EAL ARGS\" [--mtu 68..9000] [--size 60..MTU+18] [--seconds S] "
-                     "[--count N] [--warmup N] [--burst 1..64] [--max-seconds S] [--idle-ms MS]\n");
+                     "[--count N] [--warmup N] [--burst 1..64] [--max-seconds S] [--idle-ms MS] [--burst-times 0|1]\n");
         return 2;
     }
     std::vector<std::string> words{"bench_wire"};
