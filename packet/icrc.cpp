@@ -173,3 +173,121 @@ uint32_t icrc(const uint8_t* l3, size_t len, bool ipv6) {
 }
 
 }  // namespace hcaemu::pkt
+
+namespace hcaemu::pkt {
+
+namespace {
+
+// A flow's header: its length (IP + UDP + BTH), the per-packet bytes (offsets from the IP header)
+// and which bits of the rest are compared (the ICRC's masked bits are not).
+struct FlowLayout {
+    size_t hl;
+    size_t n;  // per-packet bytes
+    std::array<uint8_t, 12> pos;
+    std::array<uint8_t, kIcrcFlowMax> cmp;
+};
+
+constexpr FlowLayout make_layout(bool v6) {
+    FlowLayout l{};
+    const size_t ipl = v6 ? kIpv6Len : kIpv4Len;
+    l.hl = ipl + kUdpLen + kBthLen;
+    size_t k = 0;
+    if (v6) {
+        l.pos[k++] = 4;  // payload length
+        l.pos[k++] = 5;
+    } else {
+        for (uint8_t p : {2, 3, 4, 5}) l.pos[k++] = p;  // total length, identification
+    }
+    const uint8_t u = uint8_t(ipl), b = uint8_t(ipl + kUdpLen);
+    for (uint8_t p : {uint8_t(u + 4), uint8_t(u + 5),                          // UDP length
+                      b, uint8_t(b + 1),                                      // opcode; SE, M, PadCnt, TVer
+                      uint8_t(b + 8), uint8_t(b + 9), uint8_t(b + 10), uint8_t(b + 11)})  // AckReq; PSN
+        l.pos[k++] = p;
+    l.n = k;
+    for (size_t i = 0; i < l.hl; ++i) l.cmp[i] = 0xFF;
+    for (size_t i = 0; i < l.n; ++i) l.cmp[l.pos[i]] = 0;
+    if (v6) {
+        l.cmp[0] = 0xF0;  // version; the traffic class's high nibble is masked
+        l.cmp[1] = l.cmp[2] = l.cmp[3] = l.cmp[7] = 0;
+    } else {
+        l.cmp[1] = l.cmp[8] = l.cmp[10] = l.cmp[11] = 0;
+    }
+    l.cmp[u + 6] = l.cmp[u + 7] = l.cmp[b + 4] = 0;
+    return l;
+}
+constexpr FlowLayout kFlow[2] = {make_layout(false), make_layout(true)};
+
+// tab[v6][i][x]: the CRC register after the masked header when its only non-zero byte is x at
+// per-packet position i, from a zero register (so each is the byte's own share, CRC being linear).
+struct FlowTables {
+    std::array<std::array<std::array<uint32_t, 256>, 12>, 2> tab;
+    FlowTables() {
+        for (int v6 = 0; v6 < 2; ++v6) {
+            const FlowLayout& l = kFlow[v6];
+            for (size_t i = 0; i < l.n; ++i)
+                for (uint32_t x = 0; x < 256; ++x) {
+                    uint32_t r = kSlice8[0][x];
+                    for (size_t z = l.pos[i] + 1; z < l.hl; ++z) r = (r >> 8) ^ kSlice8[0][r & 0xFF];
+                    tab[size_t(v6)][i][x] = r;
+                }
+        }
+    }
+};
+const FlowTables g_flow;
+
+}  // namespace
+
+void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6) {
+    const FlowLayout& l = kFlow[ipv6];
+    f.ipv6 = ipv6;
+    for (size_t i = 0; i < l.hl; ++i) f.fixed[i] = l3[i] & l.cmp[i];
+    // The masked header as icrc() sees it, with the per-packet bytes zero.
+    uint8_t m[8 + kIcrcFlowMax];
+    std::memset(m, 0xFF, 8);
+    for (size_t i = 0; i < l.hl; ++i) m[8 + i] = l3[i];
+    uint8_t* ip = m + 8;
+    const size_t ipl = ipv6 ? kIpv6Len : kIpv4Len;
+    if (ipv6) {
+        ip[0] |= 0x0F;
+        ip[1] = ip[2] = ip[3] = ip[7] = 0xFF;
+    } else {
+        ip[1] = ip[8] = ip[10] = ip[11] = 0xFF;
+    }
+    ip[ipl + 6] = ip[ipl + 7] = ip[ipl + kUdpLen + 4] = 0xFF;
+    for (size_t i = 0; i < l.n; ++i) ip[l.pos[i]] = 0;
+    f.state = ~g_fn(0, m, 8 + l.hl);
+    f.valid = true;
+}
+
+bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3) {
+    const FlowLayout& l = kFlow[f.ipv6];
+    const uint8_t* x = f.fixed.data();
+    const uint8_t* c = l.cmp.data();
+    uint64_t d = 0;
+    size_t i = 0;
+    for (; i + 8 <= l.hl; i += 8) {
+        uint64_t a, m, w;
+        std::memcpy(&a, l3 + i, 8);
+        std::memcpy(&m, c + i, 8);
+        std::memcpy(&w, x + i, 8);
+        d |= (a & m) ^ w;
+    }
+    if (i < l.hl) {  // IPv6: 60 bytes
+        uint32_t a, m, w;
+        std::memcpy(&a, l3 + i, 4);
+        std::memcpy(&m, c + i, 4);
+        std::memcpy(&w, x + i, 4);
+        d |= (a & m) ^ w;
+    }
+    return d == 0;
+}
+
+uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len) {
+    const FlowLayout& l = kFlow[f.ipv6];
+    const auto& tab = g_flow.tab[f.ipv6];
+    uint32_t r = f.state;
+    for (size_t i = 0; i < l.n; ++i) r ^= tab[i][l3[l.pos[i]]];
+    return len == l.hl ? ~r : g_fn(~r, l3 + l.hl, len - l.hl);
+}
+
+}  // namespace hcaemu::pkt

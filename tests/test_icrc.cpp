@@ -197,3 +197,84 @@ TEST_CASE("The CRC leaves no upper vector state behind (the SSE/AVX transition)"
         CHECK((in_use & ((1u << 2) | (1u << 6))) == 0);
     }
 }
+
+namespace {
+
+// The bytes of a flow's header (from the IP header) that change from packet to packet, and the
+// bits the ICRC masks (IBTA A17.3.3), written out independently of packet/icrc.cpp.
+struct FlowBytes {
+    size_t hl;
+    std::vector<size_t> per_packet;
+    std::vector<std::pair<size_t, uint8_t>> masked;  // offset, bits
+};
+FlowBytes flow_bytes(bool v6) {
+    if (v6)
+        return {60, {4, 5, 44, 45, 48, 49, 56, 57, 58, 59}, {{0, 0x0F}, {1, 0xFF}, {2, 0xFF}, {3, 0xFF}, {7, 0xFF}, {46, 0xFF}, {47, 0xFF}, {52, 0xFF}}};
+    return {40, {2, 3, 4, 5, 24, 25, 28, 29, 36, 37, 38, 39}, {{1, 0xFF}, {8, 0xFF}, {10, 0xFF}, {11, 0xFF}, {26, 0xFF}, {27, 0xFF}, {32, 0xFF}}};
+}
+
+}  // namespace
+
+TEST_CASE("a flow's ICRC equals the ICRC of every packet of the flow", "[crc][icrc]") {
+    std::mt19937_64 rng(7);
+    for (CrcImpl impl : available_impls()) {
+        if (impl == CrcImpl::bitwise) continue;  // too slow for this many packets; the reference below
+        ImplGuard g;
+        set_crc_impl(impl);
+        for (bool v6 : {false, true}) {
+            const FlowBytes fb = flow_bytes(v6);
+            std::vector<uint8_t> a(fb.hl + 300), b(a.size());
+            for (auto& x : a) x = uint8_t(rng());
+            IcrcFlow f;
+            icrc_flow_init(f, a.data(), v6);
+            REQUIRE(f.valid);
+            REQUIRE(f.ipv6 == v6);
+            for (int k = 0; k < 2000; ++k) {
+                b = a;
+                for (size_t p : fb.per_packet) b[p] = uint8_t(rng());
+                for (auto [p, bits] : fb.masked) b[p] ^= uint8_t(rng()) & bits;
+                for (size_t i = fb.hl; i < b.size(); ++i) b[i] = uint8_t(rng());
+                const size_t len = fb.hl + size_t(rng() % 301);
+                INFO(kCrcImplName[size_t(impl)] << " v6 " << v6 << " packet " << k << " len " << len);
+                REQUIRE(icrc_flow_matches(f, b.data()));
+                REQUIRE(icrc_flow(f, b.data(), len) == icrc(b.data(), len, v6));
+                if (k % 500 == 0) {  // the same state from any packet of the flow
+                    IcrcFlow f2;
+                    icrc_flow_init(f2, b.data(), v6);
+                    REQUIRE(f2.state == f.state);
+                    REQUIRE(f2.fixed == f.fixed);
+                }
+            }
+            // Against the bitwise reference too (icrc() itself is checked against it above).
+            const CrcFn bitwise = crc_impl_fn(CrcImpl::bitwise);
+            std::vector<uint8_t> m(8 + a.size(), 0xFF);
+            std::memcpy(m.data() + 8, a.data(), a.size());
+            for (auto [p, bits] : fb.masked) m[8 + p] |= bits;
+            CHECK(icrc_flow(f, a.data(), a.size()) == bitwise(0, m.data(), m.size()));
+            CHECK(icrc_flow(f, a.data(), fb.hl) == bitwise(0, m.data(), 8 + fb.hl));
+        }
+    }
+}
+
+TEST_CASE("a packet matches a flow exactly when its fixed header bits are the flow's", "[crc][icrc]") {
+    std::mt19937_64 rng(11);
+    for (bool v6 : {false, true}) {
+        const FlowBytes fb = flow_bytes(v6);
+        std::vector<uint8_t> a(fb.hl + 8);
+        for (auto& x : a) x = uint8_t(rng());
+        IcrcFlow f;
+        icrc_flow_init(f, a.data(), v6);
+        for (size_t at = 0; at < a.size(); ++at) {
+            uint8_t free_bits = at >= fb.hl ? 0xFF : 0;  // the payload is not part of the flow
+            if (std::find(fb.per_packet.begin(), fb.per_packet.end(), at) != fb.per_packet.end()) free_bits = 0xFF;
+            for (auto [p, bits] : fb.masked)
+                if (p == at) free_bits = bits;
+            for (int bit = 0; bit < 8; ++bit) {
+                std::vector<uint8_t> b = a;
+                b[at] ^= uint8_t(1u << bit);
+                INFO("v6 " << v6 << " byte " << at << " bit " << bit);
+                REQUIRE(icrc_flow_matches(f, b.data()) == bool(free_bits & (1u << bit)));
+            }
+        }
+    }
+}

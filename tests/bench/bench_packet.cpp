@@ -46,7 +46,7 @@ Headers headers() {
 int main() {
     std::printf("hcaemu packet benchmark (CRC variant in use: %s)\n\n", kCrcImplName[size_t(crc_impl())]);
     std::printf("%-34s %10s %12s %10s %9s\n", "operation", "payload", "Mpps", "GB/s", "x memcpy");
-    for (uint32_t payload : {64u, 4096u}) {
+    for (uint32_t payload : {8u, 64u, 4096u}) {
         Headers h = headers();
         h.reth.dma_len = payload;
         std::vector<uint8_t> pl(payload, 0xA5), frame(payload + 128), dst(payload + 128);
@@ -89,6 +89,12 @@ int main() {
             row(name, rate([&] { g_sink = icrc(frame.data() + kEthLen, len - kEthLen - kIcrcLen, false); }));
         }
         set_crc_impl(saved);
+        IcrcFlow flow;
+        icrc_flow_init(flow, frame.data() + kEthLen, false);
+        row("ICRC of a flow (match, header once)", rate([&] {
+                const uint8_t* l3 = frame.data() + kEthLen;
+                g_sink = icrc_flow_matches(flow, l3) ? icrc_flow(flow, l3, len - kEthLen - kIcrcLen) : 0;
+            }));
         std::printf("\n");
     }
     std::printf("Mpps and GB/s are per core and per frame (Ethernet header to ICRC); 'x memcpy' is the\n"
