@@ -142,6 +142,7 @@ bool make_template(const Headers& h, FrameTemplate& t) {
         store_be16(ip + 10, 0);
         for (size_t i = 0; i < kIpv4Len; i += 2) t.ip4_sum += load_be16(ip + i);
     }
+    icrc_flow_init(t.icrc, ip, h.ipv6);
     t.valid = true;
     return true;
 }
@@ -182,14 +183,15 @@ BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t
 }
 
 size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
-                    const BuildOptions& opt) {
+                    const BuildOptions& opt, const IcrcFlow* flow) {
     uint8_t* f = out.data();
     const size_t l3 = load_be16(f + 12) == kEthTypeVlan ? kEthLen + kVlanLen : kEthLen;
     const uint8_t pad = pad_for(payload_len);
     size_t end = hdr_len + payload_len;
     std::memset(f + end, 0, pad);
     end += pad;
-    store_le32(f + end, icrc(f + l3, end - l3, ipv6));  // masks the UDP checksum: order free
+    // The ICRC masks the UDP checksum: order free.
+    store_le32(f + end, flow ? icrc_flow(*flow, f + l3, end - l3) : icrc(f + l3, end - l3, ipv6));
     end += kIcrcLen;
     if (opt.udp_checksum == UdpCsum::compute || (opt.udp_checksum == UdpCsum::standard && ipv6)) {
         uint8_t* udp = f + l3 + (ipv6 ? kIpv6Len : kIpv4Len);  // covers the ICRC: computed last

@@ -9,6 +9,7 @@
 
 #include "packet/errors.hpp"
 #include "packet/headers.hpp"
+#include "packet/icrc.hpp"
 #include "packet/opcode.hpp"
 
 namespace hcaemu::pkt {
@@ -45,6 +46,7 @@ struct FrameTemplate {
     bool ipv6 = false;
     bool valid = false;    // make_template succeeded
     uint32_t ip4_sum = 0;  // IPv4: the header's 16-bit words summed with length, ID and checksum 0
+    IcrcFlow icrc;         // the ICRC of the template's packets from their fixed header
 };
 // The template of `h`'s Ethernet, IP and UDP headers and its BTH's fixed fields (P_Key, QPN,
 // MigReq, TVer, FECN, BECN, reserved bits). False (t.valid false) if they cannot be built.
@@ -56,9 +58,10 @@ BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t
                               std::span<uint8_t> out, size_t& hdr_len);
 
 // With the payload at out[hdr_len, hdr_len + payload_len): writes pad bytes, the UDP checksum if
-// asked, the ICRC and any minimum-size padding. Returns the frame length.
+// asked, the ICRC and any minimum-size padding. Returns the frame length. With `flow` (the
+// FrameTemplate's that build_headers_tmpl built the headers from), the ICRC is computed from it.
 size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
-                    const BuildOptions& opt = {});
+                    const BuildOptions& opt = {}, const IcrcFlow* flow = nullptr);
 
 // Both steps, copying `payload` into place.
 BuildError build(const Headers& h, std::span<const uint8_t> payload, std::span<uint8_t> out,

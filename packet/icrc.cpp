@@ -234,6 +234,7 @@ struct FlowTables {
     }
 };
 const FlowTables g_flow;
+constexpr size_t kShortRest = 32;
 
 }  // namespace
 
@@ -287,7 +288,10 @@ uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len) {
     const auto& tab = g_flow.tab[f.ipv6];
     uint32_t r = f.state;
     for (size_t i = 0; i < l.n; ++i) r ^= tab[i][l3[l.pos[i]]];
-    return len == l.hl ? ~r : g_fn(~r, l3 + l.hl, len - l.hl);
+    const size_t rest = len - l.hl;
+    // A short rest (an ACK's AETH, a small message) by table: the vector kernels' fixed cost per
+    // call is several times these few bytes' (and their code and constants are often out of cache).
+    return rest > kShortRest ? g_fn(~r, l3 + l.hl, rest) : crc_slice8(~r, l3 + l.hl, rest);
 }
 
 }  // namespace hcaemu::pkt

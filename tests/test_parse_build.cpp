@@ -442,7 +442,7 @@ TEST_CASE("UDP source port per QP, as Linux computes it", "[build]") {
     CHECK(udp_sport_for_flow(0x12345, 7, 9) == (0xC000 | ((0x12345 & 0x3FFF) ^ (0x12345 >> 14))));
 }
 
-TEST_CASE("a frame from a QP's header template is byte for byte the one build_headers writes", "[build]") {
+TEST_CASE("a frame from a QP's header template is byte for byte the one build_headers writes, ICRC included", "[build]") {
     std::mt19937_64 rng(13);
     size_t n = 0;
     for (int variant = 0; variant < 4; ++variant) {
@@ -483,6 +483,11 @@ TEST_CASE("a frame from a QP's header template is byte for byte the one build_he
                     REQUIRE(hg == hw);
                     REQUIRE(std::vector<uint8_t>(got.begin(), got.begin() + long(hg)) ==
                             std::vector<uint8_t>(want.begin(), want.begin() + long(hw)));
+                    // Finished with the ICRC from the template's flow: the same whole frame.
+                    for (uint32_t i = 0; i < plen; ++i) want[hw + i] = got[hg + i] = uint8_t(rng());
+                    const size_t lw = build_finish(want, hw, plen, v6);
+                    REQUIRE(build_finish(got, hg, plen, v6, {}, &t.icrc) == lw);
+                    REQUIRE(std::equal(got.begin(), got.begin() + long(lw), want.begin()));
                     ++n;
                 }
             }

@@ -357,3 +357,93 @@ TEST_CASE("a sequence error behind a 16-packet READ: the NAK leaves after the RE
     CHECK(out[16].psn() == p0 + 16);
     CHECK(out[16].msn() == 1);
 }
+
+namespace {
+
+std::vector<uint8_t> frame_of(const pkt::Headers& h, const std::vector<uint8_t>& pl) {
+    std::vector<uint8_t> f(2048);
+    size_t len = 0;
+    REQUIRE(pkt::build(h, pl, f, len) == pkt::BuildError::ok);
+    f.resize(len);
+    return f;
+}
+
+pkt::IcrcFlow flow_of(const std::vector<uint8_t>& f, bool v6 = false) {
+    pkt::IcrcFlow x;
+    pkt::icrc_flow_init(x, f.data() + pkt::kEthLen, v6);
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from it, a changed one in full and learnt",
+          "[responder][icrc]") {
+    RawPeer r;
+    REQUIRE(r.connected);
+    const pkt::IcrcFlow* fl = r.dut.hca->rx_flow(r.dut.qp.qpn());
+    REQUIRE(fl);
+    CHECK(!fl->valid);
+    const uint64_t& bad_icrc = r.dut.dev->counters().rx_err[size_t(pkt::ParseError::bad_icrc)];
+    uint32_t psn = r.cfg.sq_psn[1];
+    uint64_t off = 0;
+    // A WRITE Only of 8 bytes at the next offset; its frame as built (valid ICRC).
+    const auto write = [&](pkt::Headers h) {
+        h.bth.psn = psn;
+        h.reth = {r.addr(off), r.rkey(), 8};
+        return frame_of(h, pattern(8, uint8_t(psn)));
+    };
+    const auto acked = [&](const std::vector<uint8_t>& f) {
+        REQUIRE(r.send_bytes(f));
+        const auto out = r.run();
+        REQUIRE(out.size() == 1);
+        CHECK(is_ack(out[0]));
+        CHECK(out[0].psn() == psn);
+        CHECK(std::memcmp(r.mem() + off, f.data() + f.size() - 12 - 0, 8) == 0);  // payload, before the ICRC
+        ++psn;
+        off += 8;
+    };
+    const auto refused = [&](std::vector<uint8_t> f, uint64_t want_bad) {
+        f[f.size() - 5] ^= 0x40;  // the payload's last byte: the ICRC no longer matches
+        REQUIRE(r.send_bytes(f));
+        CHECK(r.run().empty());
+        CHECK(bad_icrc == want_bad);
+        CHECK(r.mem()[off + 7] == 0);  // nothing placed
+    };
+
+    const pkt::Headers h = r.req(op::write_only, psn, true);
+    auto f1 = write(h);
+    acked(f1);
+    REQUIRE(fl->valid);
+    CHECK(fl->state == flow_of(f1).state);  // learnt from the first packet
+    CHECK(fl->fixed == flow_of(f1).fixed);
+
+    // The same header, a corrupt payload: checked from the learnt header, refused.
+    refused(write(h), 1);
+    // Fields the ICRC masks changed (TTL, ToS, not CE): the header still matches, nothing learnt.
+    pkt::Headers masked = h;
+    masked.ip4.ttl = 7;
+    masked.ip4.tos = 0x04;
+    const auto f2 = write(masked);
+    CHECK(pkt::icrc_flow_matches(*fl, f2.data() + pkt::kEthLen));
+    acked(f2);
+    CHECK(fl->state == flow_of(f1).state);
+
+    // A new UDP source port: checked in full, accepted, learnt; then a corrupt one is refused.
+    pkt::Headers moved = h;
+    moved.udp.sport = 0xC456;
+    const auto f3 = write(moved);
+    CHECK(!pkt::icrc_flow_matches(*fl, f3.data() + pkt::kEthLen));
+    acked(f3);
+    CHECK(fl->state == flow_of(f3).state);
+    CHECK(fl->fixed == flow_of(f3).fixed);
+    refused(write(moved), 2);
+
+    // From another host with a valid ICRC: dropped by address, not learnt.
+    pkt::Headers other = moved;
+    other.ip4.src = RawPeer::kPeerIp + 1;
+    REQUIRE(r.send_bytes(write(other)));
+    CHECK(r.run().empty());
+    CHECK(r.counter(Counter::rx_drop_addr) == 1);
+    CHECK(fl->fixed == flow_of(f3).fixed);
+    CHECK(bad_icrc == 2);
+}

@@ -126,6 +126,11 @@ public:
     uint32_t lcore() const { return lcore_; }
     // The QP's transport context is this engine's (tests: each QP on its owner only).
     bool has_ctx(uint32_t qpn) const { return ctx(qpn) != nullptr; }
+    // The header the QP's incoming packets were last learnt with (recv.cpp); null: no such QP.
+    const pkt::IcrcFlow* rx_flow(uint32_t qpn) const {
+        const QpCtx* c = ctx(qpn);
+        return c ? &c->rx_flow : nullptr;
+    }
 
     // DCQCN (transport/dcqcn.hpp, docs/dcqcn.md): its parameters, which may change at any time;
     // the observer sees each step of the RP (tests, traces); a QP's state (null: no such QP).
@@ -351,7 +356,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTe
         port_.free(f);
         return Tx::dma_error;
     }
-    f.len = uint32_t(pkt::build_finish({f.data, f.cap}, hl, len, h.ipv6));
+    f.len = uint32_t(pkt::build_finish({f.data, f.cap}, hl, len, h.ipv6, {}, ft && ft->valid ? &ft->icrc : nullptr));
     dev_.counters().add(Counter::sent_pkts);
     dev_.counters().add(Counter::sent_bytes, f.len);
     if (trace_fn_)

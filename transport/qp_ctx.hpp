@@ -8,6 +8,7 @@
 #include "hca_model/objects.hpp"
 #include "packet/build.hpp"
 #include "packet/headers.hpp"
+#include "packet/icrc.hpp"
 #include "transport/dcqcn.hpp"
 #include "transport/timer_wheel.hpp"
 
@@ -64,6 +65,10 @@ struct QpCtx {
     bool dmac_unresolved = false;  // tmpl.eth.dst is broadcast until the peer's MAC is known
     uint32_t mtu = 1024;        // path MTU in bytes
     uint16_t pkey = 0xFFFF;     // the P_Key at the QP's pkey_index: sent in BTH, matched on receive
+    // The header of the packets that come to this QP, learnt from the last one whose header
+    // differed (recv.cpp): a packet that repeats it has its ICRC checked from there. Speed only:
+    // a packet that does not match is checked in full.
+    pkt::IcrcFlow rx_flow;
 
     // ---- requester (requester.cpp)
     std::vector<WqeTrack> track;  // one per SQ slot

@@ -15,11 +15,35 @@ bool from_peer(const pkt::Headers& t, const pkt::Headers& h) {
     return h.ip4.src == t.ip4.dst && h.ip4.dst == t.ip4.src;
 }
 
+constexpr pkt::ParseOptions kNoIcrc{.verify_icrc = false};  // checked below, once the QP is known
+
+// The ICRC check parse() leaves out (its last check, so the errors keep their order). A packet
+// that repeats the header its QP last learnt is checked from there; `learn` says it did not.
+pkt::ParseError check_icrc(const pkt::Packet& p, const QpCtx* c, bool& learn) {
+    const uint8_t* l3 = p.frame + p.l3_off;
+    const size_t n = p.len - pkt::kIcrcLen - p.l3_off;
+    uint32_t v;
+    if (c && c->rx_flow.valid && c->rx_flow.ipv6 == p.h.ipv6 && pkt::icrc_flow_matches(c->rx_flow, l3)) {
+        v = pkt::icrc_flow(c->rx_flow, l3, n);
+        learn = false;
+    } else {
+        v = pkt::icrc(l3, n, p.h.ipv6);
+        learn = c != nullptr;
+    }
+    return v == p.icrc ? pkt::ParseError::ok : pkt::ParseError::bad_icrc;
+}
+
 }  // namespace
 
 void Hca::receive(port::Frame& f) {
     pkt::Packet p;
-    const pkt::ParseError e = pkt::parse({f.data, f.len}, p);
+    pkt::ParseError e = pkt::parse({f.data, f.len}, p, kNoIcrc);
+    QpCtx* c = nullptr;
+    bool learn = false;
+    if (e == pkt::ParseError::ok) {
+        c = ctx(p.h.bth.dest_qp);
+        e = check_icrc(p, c, learn);
+    }
     if (e != pkt::ParseError::ok) {
         dev_.counters().rx_error(e);
         if (trace_fn_) trace_fn_(trace_ctx_, TraceEvent{.kind = TraceKind::rx_error, .frame = f.data, .len = f.len, .error = e});
@@ -30,7 +54,6 @@ void Hca::receive(port::Frame& f) {
         gsi_receive(p, f.len);
         return;
     }
-    QpCtx* c = ctx(p.h.bth.dest_qp);
     const QpState st = c ? c->qp->state() : QpState::reset;
     // Requests need RTR or later (SQE too: its receive side works on, IBTA 10.3.1); responses need
     // a send queue (RTS, SQD). CNPs go to DCQCN.
@@ -56,6 +79,10 @@ void Hca::receive(port::Frame& f) {
         dev_.counters().add(Counter::pkey_violations);
         return;
     }
+    // Learnt from a packet that passed every check. UD takes any source: it keeps its first
+    // sender's header rather than relearn for each sender in turn.
+    if (learn && (c->qp->type != QpType::ud || !c->rx_flow.valid))
+        pkt::icrc_flow_init(c->rx_flow, p.frame + p.l3_off, p.h.ipv6);
     dev_.counters().add(Counter::rcvd_pkts);
     dev_.counters().add(Counter::rcvd_bytes, f.len);
     // ECN CE (RFC 3168 5: both bits set) makes DCQCN's notification point answer; the packet goes on.
