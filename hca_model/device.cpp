@@ -131,8 +131,6 @@ bool Device::get_async_event(AsyncEvent& ev) {
     return true;
 }
 
-MrObj* Device::mr_by_key(uint32_t key) const { return find(mrs_, key); }
-
 // ---------------------------------------------------------------- PD
 
 Result<Pd> Device::alloc_pd() {

@@ -249,7 +249,7 @@ public:
 
     // ---- for the transport engines and the handles (not a verbs call) ----
     QpObj* qp_by_qpn(uint32_t qpn) const { return qps_.at(qpn); }
-    MrObj* mr_by_key(uint32_t key) const;  // lkey or rkey; nullptr if stale or unknown
+    MrObj* mr_by_key(uint32_t key) const { return find(mrs_, key); }  // lkey or rkey; nullptr if stale or unknown
     MrObj* mr(uint32_t handle) const { return find(mrs_, handle); }
     CqObj* cq(uint32_t handle) const { return find(cqs_, handle); }
     QpObj* qp(uint32_t handle) const { return find(qps_, handle); }
