@@ -115,6 +115,22 @@ CrcImpl pick_fastest() {
 CrcImpl g_impl = pick_fastest();
 CrcFn g_fn = crc_impl_fn(g_impl);
 
+// The fields the ICRC masks to ones (IBTA A17.3.3), in a copy of the headers from the IP header.
+void mask_variant(uint8_t* ip, bool ipv6) {
+    if (ipv6) {
+        ip[0] |= 0x0F;                       // traffic class, high nibble
+        ip[1] = ip[2] = ip[3] = 0xFF;        // traffic class low nibble, flow label
+        ip[7] = 0xFF;                        // hop limit
+    } else {
+        ip[1] = 0xFF;                        // TOS
+        ip[8] = 0xFF;                        // TTL
+        ip[10] = ip[11] = 0xFF;              // header checksum
+    }
+    uint8_t* udp = ip + (ipv6 ? kIpv6Len : kIpv4Len);
+    udp[6] = udp[7] = 0xFF;                  // UDP checksum
+    udp[kUdpLen + 4] = 0xFF;                 // BTH byte 4: FECN, BECN, resv6
+}
+
 }  // namespace
 
 bool crc_impl_available(CrcImpl impl) { return available(impl); }
@@ -155,26 +171,12 @@ uint32_t icrc(const uint8_t* l3, size_t len, bool ipv6) {
     const size_t take = len <= kWhole ? len : pre;
     std::memset(buf, 0xFF, 8);
     std::memcpy(buf + 8, l3, take);
-    uint8_t* ip = buf + 8;
-    if (ipv6) {
-        ip[0] |= 0x0F;                       // traffic class, high nibble
-        ip[1] = ip[2] = ip[3] = 0xFF;        // traffic class low nibble, flow label
-        ip[7] = 0xFF;                        // hop limit
-    } else {
-        ip[1] = 0xFF;                        // TOS
-        ip[8] = 0xFF;                        // TTL
-        ip[10] = ip[11] = 0xFF;              // header checksum
-    }
-    uint8_t* udp = ip + ip_len;
-    udp[6] = udp[7] = 0xFF;                  // UDP checksum
-    udp[kUdpLen + 4] = 0xFF;                 // BTH byte 4: FECN, BECN, resv6
+    mask_variant(buf + 8, ipv6);
     const uint32_t c = g_fn(0, buf, 8 + take);
     return take == len ? c : g_fn(c, l3 + pre, len - pre);
 }
 
-}  // namespace hcaemu::pkt
-
-namespace hcaemu::pkt {
+// ---- the ICRC of a flow (icrc.hpp)
 
 namespace {
 
@@ -236,32 +238,7 @@ struct FlowTables {
 const FlowTables g_flow;
 constexpr size_t kShortRest = 32;
 
-}  // namespace
-
-void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6) {
-    const FlowLayout& l = kFlow[ipv6];
-    f.ipv6 = ipv6;
-    for (size_t i = 0; i < l.hl; ++i) f.fixed[i] = l3[i] & l.cmp[i];
-    // The masked header as icrc() sees it, with the per-packet bytes zero.
-    uint8_t m[8 + kIcrcFlowMax];
-    std::memset(m, 0xFF, 8);
-    for (size_t i = 0; i < l.hl; ++i) m[8 + i] = l3[i];
-    uint8_t* ip = m + 8;
-    const size_t ipl = ipv6 ? kIpv6Len : kIpv4Len;
-    if (ipv6) {
-        ip[0] |= 0x0F;
-        ip[1] = ip[2] = ip[3] = ip[7] = 0xFF;
-    } else {
-        ip[1] = ip[8] = ip[10] = ip[11] = 0xFF;
-    }
-    ip[ipl + 6] = ip[ipl + 7] = ip[ipl + kUdpLen + 4] = 0xFF;
-    for (size_t i = 0; i < l.n; ++i) ip[l.pos[i]] = 0;
-    f.state = ~g_fn(0, m, 8 + l.hl);
-    f.valid = true;
-}
-
-namespace {
-
+// The packet's fixed header bits against the flow's: whole words at fixed offsets.
 template <bool V6>
 bool header_matches(const IcrcFlow& f, const uint8_t* l3) {
     constexpr const FlowLayout& l = kFlow[V6];
@@ -286,14 +263,6 @@ bool header_matches(const IcrcFlow& f, const uint8_t* l3) {
     return d == 0;
 }
 
-}  // namespace
-
-bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3) {
-    return f.ipv6 ? header_matches<true>(f, l3) : header_matches<false>(f, l3);
-}
-
-namespace {
-
 // The CRC register after the header: the flow's, plus each per-packet byte's share. The layout is
 // a constant, so the loop unrolls into independent loads at fixed offsets.
 template <bool V6>
@@ -306,6 +275,25 @@ uint32_t header_register(uint32_t state, const uint8_t* l3) {
 }
 
 }  // namespace
+
+void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6) {
+    const FlowLayout& l = kFlow[ipv6];
+    f.ipv6 = ipv6;
+    for (size_t i = 0; i < l.hl; ++i) f.fixed[i] = l3[i] & l.cmp[i];
+    // The masked header as icrc() sees it, with the per-packet bytes zero.
+    uint8_t m[8 + kIcrcFlowMax];
+    std::memset(m, 0xFF, 8);
+    for (size_t i = 0; i < l.hl; ++i) m[8 + i] = l3[i];
+    uint8_t* ip = m + 8;
+    mask_variant(ip, ipv6);
+    for (size_t i = 0; i < l.n; ++i) ip[l.pos[i]] = 0;
+    f.state = ~g_fn(0, m, 8 + l.hl);
+    f.valid = true;
+}
+
+bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3) {
+    return f.ipv6 ? header_matches<true>(f, l3) : header_matches<false>(f, l3);
+}
 
 uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len) {
     const FlowLayout& l = kFlow[f.ipv6];
