@@ -13,7 +13,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import check_perf  # noqa: E402  (run_pair: two in-process hcaemu over net_memif)
-import check_daemon_perf  # noqa: E402  (run_pair through daemons)
 import daemonlib  # noqa: E402
 from perf_memif import memcpy_gbs  # noqa: E402
 
@@ -51,9 +50,9 @@ def main():
         db = daemonlib.Daemon(a.hcaemud, sb, daemonlib.memif_eal(tmp, "client", "1", tag), "198.18.0.2/24") \
             if da.wait_ready() else None
         daemons = {}
-        if db and db.wait_ready() and check_daemon_perf.wait_link(a.hcaemu, f"unix:{sa}", f"unix:{sb}"):
+        if db and db.wait_ready() and daemonlib.wait_link(a.hcaemu, f"unix:{sa}", f"unix:{sb}"):
             for test, args, get, unit in cases:
-                r, t = check_daemon_perf.run_pair(a.hcaemu, test, f"unix:{sa}", f"unix:{sb}", args, timeout=300)
+                r, t = daemonlib.run_pair(a.hcaemu, test, f"unix:{sa}", f"unix:{sb}", args, timeout=300)
                 daemons[test] = get(r[4]) if r and r[3] == 0 else None
                 if daemons[test] is None:  # why, in a line each end
                     print(f"{test} through hcaemud failed: " + (f"server rc {r[0]}: {r[2].strip()[-300:]}; client rc {r[3]}: "

@@ -24,7 +24,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import check_perf  # noqa: E402  (run_pair: two in-process hcaemu over net_memif)
-import check_daemon_perf  # noqa: E402  (run_pair through daemons)
 import daemonlib  # noqa: E402
 
 BW = re.compile(r"^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
@@ -98,8 +97,8 @@ def main():
             da = daemonlib.Daemon(a.hcaemud, sa, daemonlib.memif_eal(tmp, "server", "0", tag), "198.18.0.1/24")
             db = daemonlib.Daemon(a.hcaemud, sb, daemonlib.memif_eal(tmp, "client", "1", tag), "198.18.0.2/24") \
                 if da.wait_ready() else None
-            if db and db.wait_ready() and check_daemon_perf.wait_link(a.hcaemu, f"unix:{sa}", f"unix:{sb}"):
-                runs("hcaemud", lambda test, args: check_daemon_perf.run_pair(a.hcaemu, test, f"unix:{sa}", f"unix:{sb}",
+            if db and db.wait_ready() and daemonlib.wait_link(a.hcaemu, f"unix:{sa}", f"unix:{sb}"):
+                runs("hcaemud", lambda test, args: daemonlib.run_pair(a.hcaemu, test, f"unix:{sa}", f"unix:{sb}",
                                                                               args, timeout=300)[0])
             else:
                 ok = False

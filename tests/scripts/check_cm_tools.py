@@ -8,14 +8,12 @@ Exit 0 when every check passes, 1 otherwise."""
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemonlib  # noqa: E402
-import check_daemon_perf  # noqa: E402  (wait_link)
 import proclib  # noqa: E402
 from proclib import finish, memif, start  # noqa: E402
 
@@ -108,7 +106,7 @@ def main():
             expect("daemon B starts", db.wait_ready())
             # A daemon's socket accepts before its memif link is up (a loaded machine: seconds).
             expect("A and B reach each other (ARP, a small write_bw)",
-                   check_daemon_perf.wait_link(h, f"unix:{sa}", f"unix:{sb}"))
+                   daemonlib.wait_link(h, f"unix:{sa}", f"unix:{sb}"))
             srv = [h] + pp + ["--device", f"unix:{sa}"]
             cli = [h] + pp + ["--device", f"unix:{sb}", "198.18.0.1"]
             s, c = run_pair(srv, cli, settle=1.0)

@@ -27,7 +27,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemonlib  # noqa: E402
-from check_perf import Drain, free_port, results  # noqa: E402  (the same helpers as the in-process test)
+from check_perf import free_port, results  # noqa: E402  (the same helpers as the in-process test)
+from daemonlib import run_pair, start_server, wait_link  # noqa: E402
 
 failures = []
 
@@ -36,45 +37,6 @@ def expect(name, cond, detail=""):
     print(("ok    " if cond else "FAIL  ") + name, flush=True)
     if not cond:
         failures.append(f"{name}: {str(detail)[-3000:]}")
-
-
-def start_server(hcaemu, test, dev, port, args):
-    srv = subprocess.Popen([hcaemu, "perf", test, "--device", dev, "-p", str(port), "--oob-timeout", "30"] + args,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    head = []
-    for line in srv.stdout:  # perftest's banner, printed just before it listens
-        head.append(line)
-        if "Waiting for client" in line or len(head) > 10:
-            break
-    return srv, head
-
-
-def run_pair(hcaemu, test, sdev, cdev, args, timeout=120):
-    port = free_port()
-    srv, head = start_server(hcaemu, test, sdev, port, args)
-    drain = Drain(srv)  # -q 1024 prints more than a pipe holds
-    try:
-        cli = subprocess.run([hcaemu, "perf", test, "--device", cdev, "-p", str(port), "--oob-timeout", "30",
-                              "127.0.0.1"] + args, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        so, se, _ = drain.wait(0)
-        return None, "".join(head) + so + se
-    so, se, ended = drain.wait(timeout)
-    if not ended:
-        return None, "".join(head) + so + se
-    return (srv.returncode, "".join(head) + so, se, cli.returncode, cli.stdout, cli.stderr), None
-
-
-def wait_link(hcaemu, sdev, cdev, timeout=60):
-    """A daemon is ready once its socket accepts, its memif link (and so ARP) some time later (a
-    loaded machine: seconds): a tiny write_bw pair until one passes."""
-    end = time.time() + timeout
-    while time.time() < end:
-        r, _ = run_pair(hcaemu, "write_bw", sdev, cdev, ["-s", "2", "-n", "5"], timeout=60)
-        if r and r[0] == 0 and r[3] == 0:
-            return True
-        time.sleep(1)
-    return False
 
 
 def check_pair(hcaemu, test, sdev, cdev, args, sizes, iters, label):

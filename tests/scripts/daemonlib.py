@@ -1,11 +1,14 @@
 """Starting and stopping hcaemud for the python checks and benchmarks: a daemon on a temp socket,
-on its own EAL vdev, waited for until its control socket accepts, stopped by SIGTERM (by PID only)."""
+on its own EAL vdev, waited for until its control socket accepts, stopped by SIGTERM (by PID only);
+and `hcaemu perf` pairs through daemons (run_pair), with wait_link for a daemon pair's link."""
 import os
 import signal
 import socket
 import subprocess
 import threading
 import time
+
+from check_perf import Drain, free_port  # the in-process perf check's helpers
 
 EAL = "--no-huge -m 256 --no-pci --no-shconf --log-level lib.eal:error"
 
@@ -72,3 +75,42 @@ class Daemon:
             t.join(timeout=10)
         self.out, self.err = "".join(self._got["out"]), "".join(self._got["err"])
         return rc
+
+
+def start_server(hcaemu, test, dev, port, args):
+    srv = subprocess.Popen([hcaemu, "perf", test, "--device", dev, "-p", str(port), "--oob-timeout", "30"] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = []
+    for line in srv.stdout:  # perftest's banner, printed just before it listens
+        head.append(line)
+        if "Waiting for client" in line or len(head) > 10:
+            break
+    return srv, head
+
+
+def run_pair(hcaemu, test, sdev, cdev, args, timeout=120):
+    port = free_port()
+    srv, head = start_server(hcaemu, test, sdev, port, args)
+    drain = Drain(srv)  # -q 1024 prints more than a pipe holds
+    try:
+        cli = subprocess.run([hcaemu, "perf", test, "--device", cdev, "-p", str(port), "--oob-timeout", "30",
+                              "127.0.0.1"] + args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        so, se, _ = drain.wait(0)
+        return None, "".join(head) + so + se
+    so, se, ended = drain.wait(timeout)
+    if not ended:
+        return None, "".join(head) + so + se
+    return (srv.returncode, "".join(head) + so, se, cli.returncode, cli.stdout, cli.stderr), None
+
+
+def wait_link(hcaemu, sdev, cdev, timeout=60):
+    """A daemon is ready once its socket accepts, its memif link (and so ARP) some time later (a
+    loaded machine: seconds): a tiny write_bw pair until one passes."""
+    end = time.time() + timeout
+    while time.time() < end:
+        r, _ = run_pair(hcaemu, "write_bw", sdev, cdev, ["-s", "2", "-n", "5"], timeout=60)
+        if r and r[0] == 0 and r[3] == 0:
+            return True
+        time.sleep(1)
+    return False
