@@ -124,26 +124,6 @@ BuildError build_headers(const Headers& h, uint32_t payload_len, std::span<uint8
     return BuildError::ok;
 }
 
-namespace {
-
-// A template's bytes by one of its four lengths (IPv4 or IPv6, tagged or not), each a copy of
-// constant size: vector moves. GCC compiles a copy of a variable size below 512 bytes into a
-// byte loop under this project's -mmemcpy-strategy (meson.build): 54 iterations a packet.
-template <size_t N>
-bool copy_if(uint8_t* f, const uint8_t* t, size_t n) {
-    if (n != N) return false;
-    std::memcpy(f, t, N);
-    return true;
-}
-void copy_template(uint8_t* f, const uint8_t* t, size_t n) {
-    constexpr size_t b = kUdpLen + kBthLen;
-    if (!copy_if<kEthLen + kIpv4Len + b>(f, t, n) && !copy_if<kEthLen + kIpv6Len + b>(f, t, n) &&
-        !copy_if<kEthLen + kVlanLen + kIpv4Len + b>(f, t, n) && !copy_if<kEthLen + kVlanLen + kIpv6Len + b>(f, t, n))
-        std::memcpy(f, t, n);
-}
-
-}  // namespace
-
 bool make_template(const Headers& h, FrameTemplate& t) {
     t = FrameTemplate{};
     Headers g = h;
@@ -179,7 +159,7 @@ BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t
     const size_t hl = t.bth + kBthLen + oi.ext_len;
     if (out.size() < std::max(hl + payload_len + pad + kIcrcLen, kMinFrameLen)) return BuildError::buffer_too_small;
     uint8_t* f = out.data();
-    copy_template(f, t.bytes.data(), t.bth + kBthLen);
+    std::memcpy(f, t.bytes.data(), t.bth + kBthLen);
     uint8_t* ip = f + t.l3;
     if (t.ipv6) {
         store_be16(ip + 4, uint16_t(ip_len));
