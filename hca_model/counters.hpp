@@ -54,6 +54,7 @@ namespace hcaemu {
     X(dma_access_errors)          /* DMA engine: accesses refused by the MR check */             \
     X(pkey_violations)            /* BTH P_Key does not match the QP's (IBTA 10.9.3; the port's bad_pkey_cntr) */ \
     X(rx_drop_addr)               /* RC/UC: IP source or destination not the QP's path (rxe check_addr) */ \
+    X(rx_icrc_flow)               /* ICRCs checked from the QP's learnt header, not in full (recv.cpp) */ \
     X(gsi_rcvd_mads)              /* QP1: MADs received and handed to an agent (IBTA 13.5) */       \
     X(gsi_sent_mads)              /* QP1: MADs sent */                                              \
     X(gsi_drop_malformed)         /* QP1: not one 256-byte UD SEND Only, or BaseVersion not 1 */    \

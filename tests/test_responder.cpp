@@ -384,6 +384,7 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
     REQUIRE(fl);
     CHECK(!fl->valid);
     const uint64_t& bad_icrc = r.dut.dev->counters().rx_err[size_t(pkt::ParseError::bad_icrc)];
+    const auto from_flow = [&] { return r.counter(Counter::rx_icrc_flow); };
     uint32_t psn = r.cfg.sq_psn[1];
     uint64_t off = 0;
     // A WRITE Only of 8 bytes at the next offset; its frame as built (valid ICRC).
@@ -398,7 +399,7 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
         REQUIRE(out.size() == 1);
         CHECK(is_ack(out[0]));
         CHECK(out[0].psn() == psn);
-        CHECK(std::memcmp(r.mem() + off, f.data() + f.size() - 12 - 0, 8) == 0);  // payload, before the ICRC
+        CHECK(std::memcmp(r.mem() + off, f.data() + f.size() - 12, 8) == 0);  // payload, before the ICRC
         ++psn;
         off += 8;
     };
@@ -416,9 +417,11 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
     REQUIRE(fl->valid);
     CHECK(fl->state == flow_of(f1).state);  // learnt from the first packet
     CHECK(fl->fixed == flow_of(f1).fixed);
+    CHECK(from_flow() == 0);  // checked in full: nothing learnt yet
 
     // The same header, a corrupt payload: checked from the learnt header, refused.
     refused(write(h), 1);
+    CHECK(from_flow() == 1);
     // Fields the ICRC masks changed (TTL, ToS, not CE): the header still matches, nothing learnt.
     pkt::Headers masked = h;
     masked.ip4.ttl = 7;
@@ -427,6 +430,7 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
     CHECK(pkt::icrc_flow_matches(*fl, f2.data() + pkt::kEthLen));
     acked(f2);
     CHECK(fl->state == flow_of(f1).state);
+    CHECK(from_flow() == 2);
 
     // A new UDP source port: checked in full, accepted, learnt; then a corrupt one is refused.
     pkt::Headers moved = h;
@@ -434,9 +438,11 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
     const auto f3 = write(moved);
     CHECK(!pkt::icrc_flow_matches(*fl, f3.data() + pkt::kEthLen));
     acked(f3);
+    CHECK(from_flow() == 2);
     CHECK(fl->state == flow_of(f3).state);
     CHECK(fl->fixed == flow_of(f3).fixed);
     refused(write(moved), 2);
+    CHECK(from_flow() == 3);
 
     // From another host with a valid ICRC: dropped by address, not learnt.
     pkt::Headers other = moved;
@@ -446,4 +452,55 @@ TEST_CASE("the ICRC from the QP's learnt header: a repeated header checked from 
     CHECK(r.counter(Counter::rx_drop_addr) == 1);
     CHECK(fl->fixed == flow_of(f3).fixed);
     CHECK(bad_icrc == 2);
+    CHECK(from_flow() == 3);  // checked in full: its header is not the learnt one
+}
+
+TEST_CASE("UD: the ICRC flow is its first sender's until 16 packets in a row came from others", "[responder][icrc]") {
+    tools::SimConfig cfg;
+    cfg.type = QpType::ud;
+    RawPeer r(cfg);
+    REQUIRE(r.connected);
+    const pkt::IcrcFlow* fl = r.dut.hca->rx_flow(r.dut.qp.qpn());
+    REQUIRE(fl);
+    const auto from_flow = [&] { return r.counter(Counter::rx_icrc_flow); };
+    uint64_t n = 0;
+    // A SEND Only of 8 bytes from `src`: placed in its receive WQE (after the 40-byte GRH).
+    const auto datagram = [&](uint32_t src) {
+        REQUIRE(r.post_recv(n * 64, 48, n) == Status::ok);
+        pkt::Headers h = r.req(op::ud | op::send_only, uint32_t(n));
+        h.ip4.src = src;
+        const auto data = pattern(8, uint8_t(n + 1));
+        auto f = frame_of(h, data);
+        REQUIRE(r.send_bytes(f));
+        r.run();
+        const auto wc = r.poll_cq();
+        REQUIRE(wc.size() == 1);
+        CHECK(wc[0].wr_id == n);
+        CHECK(wc[0].status == WcStatus::success);
+        CHECK(std::memcmp(r.mem() + n * 64 + 40, data.data(), 8) == 0);
+        ++n;
+        return f;
+    };
+    const uint32_t a = RawPeer::kPeerIp, b = RawPeer::kPeerIp + 1;
+    const auto fa = datagram(a);
+    REQUIRE(fl->valid);
+    CHECK(fl->fixed == flow_of(fa).fixed);
+    CHECK(from_flow() == 0);
+    // Senders taking turns: the first one's header stays, its packets are checked from it.
+    for (int i = 0; i < 5; ++i) {
+        datagram(b);
+        datagram(a);
+    }
+    CHECK(fl->fixed == flow_of(fa).fixed);
+    CHECK(from_flow() == 5);
+    // The first sender gone: 15 packets in a row from another keep its header, the 16th replaces it.
+    std::vector<uint8_t> fb;
+    for (int i = 0; i < 15; ++i) fb = datagram(b);
+    CHECK(fl->fixed == flow_of(fa).fixed);
+    CHECK(from_flow() == 5);
+    datagram(b);
+    CHECK(fl->fixed == flow_of(fb).fixed);
+    CHECK(fl->state == flow_of(fb).state);
+    datagram(b);
+    CHECK(from_flow() == 6);
 }

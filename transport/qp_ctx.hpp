@@ -69,6 +69,7 @@ struct QpCtx {
     // differed (recv.cpp): a packet that repeats it has its ICRC checked from there. Speed only:
     // a packet that does not match is checked in full.
     pkt::IcrcFlow rx_flow;
+    uint8_t rx_flow_misses = 0;  // UD: accepted packets in a row that did not match it
 
     // ---- requester (requester.cpp)
     std::vector<WqeTrack> track;  // one per SQ slot

@@ -33,6 +33,24 @@ pkt::ParseError check_icrc(const pkt::Packet& p, const QpCtx* c, bool& learn) {
     return v == p.icrc ? pkt::ParseError::ok : pkt::ParseError::bad_icrc;
 }
 
+// Learnt from a packet that passed every check. RC and UC: whenever the header changed. UD takes
+// any source: it keeps a sender's header until kUdRelearn packets in a row did not match it, so
+// that senders taking turns do not relearn at each packet and a sender that left is replaced.
+constexpr uint8_t kUdRelearn = 16;
+void learn_flow(QpCtx& c, const pkt::Packet& p, bool learn) {
+    if (c.qp->type == QpType::ud) {
+        if (!learn) {
+            c.rx_flow_misses = 0;
+            return;
+        }
+        if (c.rx_flow.valid && ++c.rx_flow_misses < kUdRelearn) return;
+        c.rx_flow_misses = 0;
+    } else if (!learn) {
+        return;
+    }
+    pkt::icrc_flow_init(c.rx_flow, p.frame + p.l3_off, p.h.ipv6);
+}
+
 }  // namespace
 
 void Hca::receive(port::Frame& f) {
@@ -43,6 +61,7 @@ void Hca::receive(port::Frame& f) {
     if (e == pkt::ParseError::ok) {
         c = ctx(p.h.bth.dest_qp);
         e = check_icrc(p, c, learn);
+        if (c && !learn) dev_.counters().add(Counter::rx_icrc_flow);
     }
     if (e != pkt::ParseError::ok) {
         dev_.counters().rx_error(e);
@@ -79,10 +98,7 @@ void Hca::receive(port::Frame& f) {
         dev_.counters().add(Counter::pkey_violations);
         return;
     }
-    // Learnt from a packet that passed every check. UD takes any source: it keeps its first
-    // sender's header rather than relearn for each sender in turn.
-    if (learn && (c->qp->type != QpType::ud || !c->rx_flow.valid))
-        pkt::icrc_flow_init(c->rx_flow, p.frame + p.l3_off, p.h.ipv6);
+    learn_flow(*c, p, learn);
     dev_.counters().add(Counter::rcvd_pkts);
     dev_.counters().add(Counter::rcvd_bytes, f.len);
     // ECN CE (RFC 3168 5: both bits set) makes DCQCN's notification point answer; the packet goes on.
