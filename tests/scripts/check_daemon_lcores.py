@@ -119,16 +119,6 @@ def check(label, r, test, sizes, iters):
     expect(f"{label}: data check: ok", checker.count("data check: ok") == 1 and "FAILED" not in so + co, detail)
 
 
-def wait_link(hcaemu, sdev, cdev, timeout=60):
-    end = time.time() + timeout
-    while time.time() < end:
-        r = Pair(hcaemu, "write_bw", sdev, cdev, ["-s", "2", "-n", "5"]).wait(60)
-        if r[0] and r[1] == 0 and r[4] == 0:
-            return True
-        time.sleep(1)
-    return False
-
-
 def lane_counts(lk):
     return {k: v for k, v in lk.items() if k.startswith("lcore")}
 
@@ -165,7 +155,7 @@ def main():
             return finish()
         A, B = f"unix:{sa}", f"unix:{sb}"
         try:
-            expect("A and B reach each other (ARP on each queue, a small write_bw)", wait_link(a.hcaemu, A, B))
+            expect("A and B reach each other (ARP on each queue, a small write_bw)", daemonlib.wait_link(a.hcaemu, A, B))
             for test, args, size, n, q in (("write_bw", ["-s", "65536", "-n", "4000", "-q", "4"], 65536, 4000, 4),
                                            ("send_bw", ["-s", "4096", "-n", "100000", "-q", "2"], 4096, 100000, 2)):
                 # Pair 1's QPs go to lcore 0 of both daemons (none are placed yet), pair 2's, made
