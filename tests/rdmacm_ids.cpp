@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -381,6 +382,41 @@ TEST_CASE("rdmacm: the channel fd is readable only with an event queued; non-blo
     CHECK(rdma_destroy_id(id) == 0);
     ::close(ep);
     rdma_destroy_event_channel(ch);
+}
+
+// rping: its main thread destroys the channel while its CM thread waits in rdma_get_cm_event. The
+// waiter stays blocked for good, as on the kernel's channel: the fd stays open (a read again after
+// a leaked restart code must not get EBADF, nor read a file opened since on the same number), and
+// a wake-up on it does not return either.
+TEST_CASE("rdmacm: a channel destroyed while a thread waits in rdma_get_cm_event keeps that thread blocked") {
+    fx();
+    rdma_event_channel* ch = rdma_create_event_channel();
+    REQUIRE(ch);
+    const int fd = ch->fd;
+    static std::atomic<int> returned{0};
+    std::thread t([ch] {
+        rdma_cm_event* ev = nullptr;
+        (void)rdma_get_cm_event(ch, &ev);
+        returned = 1;
+    });
+    const auto readers = [ch] {
+        const std::lock_guard g(rdmacm::core().mu);
+        return reinterpret_cast<rdmacm::ChannelW*>(ch)->readers;
+    };
+    for (int i = 0; i < 2000 && readers() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(readers() == 1);
+    rdma_destroy_event_channel(ch);
+    CHECK(::fcntl(fd, F_GETFD) != -1);  // still the channel's: not closed under the waiter
+    rdma_cm_event* ev = nullptr;
+    errno = 0;
+    CHECK(rdma_get_cm_event(ch, &ev) == -1);  // destroyed for every new call
+    CHECK(errno == EINVAL);
+    const uint64_t one = 1;
+    REQUIRE(::write(fd, &one, sizeof one) == ssize_t(sizeof one));  // the waiter's read returns
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(returned == 0);
+    CHECK(readers() == 1);
+    t.detach();  // blocked until the process ends
 }
 
 // perftest 4.5-0.17's client, its data connection REJected, retries with the ids of a `nodes` array

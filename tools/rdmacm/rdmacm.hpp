@@ -59,6 +59,10 @@ struct EventW;
 struct ChannelW {
     rdma_event_channel ch;
     std::deque<EventW*>* q;   // under Core::mu; a null entry is an event dropped after queuing
+    // Under Core::mu: threads inside get_event's read; destroyed with readers inside, the channel
+    // is only marked dead and its fd stays open (free_channel).
+    unsigned readers;
+    bool dead;
 };
 
 struct IdW {
