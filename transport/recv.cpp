@@ -17,37 +17,37 @@ bool from_peer(const pkt::Headers& t, const pkt::Headers& h) {
 
 constexpr pkt::ParseOptions kNoIcrc{.verify_icrc = false};  // checked below, once the QP is known
 
+// How a packet's ICRC was checked: without a QP, or with one from its learnt header, or in full.
+enum class IcrcPath : uint8_t { no_qp, from_flow, full };
+
 // The ICRC check parse() leaves out (its last check, so the errors keep their order). A packet
-// that repeats the header its QP last learnt is checked from there; `learn` says it did not.
-pkt::ParseError check_icrc(const pkt::Packet& p, const QpCtx* c, bool& learn) {
+// that repeats the header its QP last learnt is checked from there.
+pkt::ParseError check_icrc(const pkt::Packet& p, const QpCtx* c, IcrcPath& path) {
     const uint8_t* l3 = p.frame + p.l3_off;
     const size_t n = p.len - pkt::kIcrcLen - p.l3_off;
     uint32_t v;
     if (c && c->rx_flow.valid && c->rx_flow.ipv6 == p.h.ipv6 && pkt::icrc_flow_matches(c->rx_flow, l3)) {
         v = pkt::icrc_flow(c->rx_flow, l3, n);
-        learn = false;
+        path = IcrcPath::from_flow;
     } else {
         v = pkt::icrc(l3, n, p.h.ipv6);
-        learn = c != nullptr;
+        path = c ? IcrcPath::full : IcrcPath::no_qp;
     }
     return v == p.icrc ? pkt::ParseError::ok : pkt::ParseError::bad_icrc;
 }
 
-// Learnt from a packet that passed every check. RC and UC: whenever the header changed. UD takes
-// any source: it keeps a sender's header until kUdRelearn packets in a row did not match it, so
-// that senders taking turns do not relearn at each packet and a sender that left is replaced.
+// Learnt from a packet that passed every check and was checked in full (its header not the learnt
+// one). RC and UC: at once. UD takes any source: it keeps a sender's header until kUdRelearn
+// packets in a row did not match it, so that senders taking turns do not relearn at each packet
+// and a sender that left is replaced.
 constexpr uint8_t kUdRelearn = 16;
-void learn_flow(QpCtx& c, const pkt::Packet& p, bool learn) {
-    if (c.qp->type == QpType::ud) {
-        if (!learn) {
-            c.rx_flow_misses = 0;
-            return;
-        }
-        if (c.rx_flow.valid && ++c.rx_flow_misses < kUdRelearn) return;
+void learn_flow(QpCtx& c, const pkt::Packet& p, IcrcPath path) {
+    if (path == IcrcPath::from_flow) {
         c.rx_flow_misses = 0;
-    } else if (!learn) {
         return;
     }
+    if (c.qp->type == QpType::ud && c.rx_flow.valid && ++c.rx_flow_misses < kUdRelearn) return;
+    c.rx_flow_misses = 0;
     pkt::icrc_flow_init(c.rx_flow, p.frame + p.l3_off, p.h.ipv6);
 }
 
@@ -57,11 +57,11 @@ void Hca::receive(port::Frame& f) {
     pkt::Packet p;
     pkt::ParseError e = pkt::parse({f.data, f.len}, p, kNoIcrc);
     QpCtx* c = nullptr;
-    bool learn = false;
+    IcrcPath icrc_path = IcrcPath::no_qp;
     if (e == pkt::ParseError::ok) {
         c = ctx(p.h.bth.dest_qp);
-        e = check_icrc(p, c, learn);
-        if (c && !learn) dev_.counters().add(Counter::rx_icrc_flow);
+        e = check_icrc(p, c, icrc_path);
+        if (icrc_path == IcrcPath::from_flow) dev_.counters().add(Counter::rx_icrc_flow);
     }
     if (e != pkt::ParseError::ok) {
         dev_.counters().rx_error(e);
@@ -98,7 +98,7 @@ void Hca::receive(port::Frame& f) {
         dev_.counters().add(Counter::pkey_violations);
         return;
     }
-    learn_flow(*c, p, learn);
+    learn_flow(*c, p, icrc_path);
     dev_.counters().add(Counter::rcvd_pkts);
     dev_.counters().add(Counter::rcvd_bytes, f.len);
     // ECN CE (RFC 3168 5: both bits set) makes DCQCN's notification point answer; the packet goes on.
