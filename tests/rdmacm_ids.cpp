@@ -401,7 +401,7 @@ TEST_CASE("rdmacm: a channel destroyed while a thread waits in rdma_get_cm_event
     });
     const auto readers = [ch] {
         const std::lock_guard g(rdmacm::core().mu);
-        return reinterpret_cast<rdmacm::ChannelW*>(ch)->readers;
+        return reinterpret_cast<rdmacm::ChannelW*>(ch)->gate.readers;
     };
     for (int i = 0; i < 2000 && readers() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     REQUIRE(readers() == 1);

@@ -9,14 +9,19 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -281,6 +286,44 @@ void check_channel(ibv_context* ctx, ibv_pd* pd) {
     check(ibv_destroy_comp_channel(ch) == 0 && ibv_dereg_mr(mr) == 0, "destroy channel, MR");
 }
 
+// The system call thread `tid` of this process is blocked in (its number, /proc's), -1 if none.
+long blocked_in(pid_t tid) {
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+    long nr = -1;
+    return f >> nr ? nr : -1;
+}
+
+// A program destroys a channel while another of its threads waits in ibv_get_cq_event. The waiter
+// stays blocked for good, as on the kernel's file, whose close does not wake a read: the fd stays
+// open (a read again after a leaked restart code must not get EBADF, nor read a file opened since
+// on the same number), and a count written to it does not make the call return either.
+void check_channel_destroyed_under_waiter(ibv_context* ctx) {
+    ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+    check(ch != nullptr, "ibv_create_comp_channel for a waiter");
+    if (!ch) return;
+    const int fd = ch->fd;
+    static std::atomic<pid_t> tid{0};
+    static std::atomic<int> returned{0};
+    std::thread t([ch] {
+        tid = pid_t(::syscall(SYS_gettid));
+        ibv_cq* cq = nullptr;
+        void* c = nullptr;
+        (void)ibv_get_cq_event(ch, &cq, &c);
+        returned = 1;
+    });
+    for (int i = 0; i < 5000 && (tid == 0 || blocked_in(tid) != SYS_read); ++i) usleep(1000);
+    check(tid != 0 && blocked_in(tid) == SYS_read, "the waiter blocked in read(2) of the channel", tid ? blocked_in(tid) : -2);
+    check(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel with a thread waiting on it: 0");
+    check(fcntl(fd, F_GETFD) != -1, "its fd still open: not closed under the waiter");
+    const uint64_t one = 1;
+    check(write(fd, &one, sizeof one) == ssize_t(sizeof one), "a count written to that fd");
+    long now = -1;
+    for (int i = 0; i < 5000 && (now = blocked_in(tid)) == SYS_read; ++i) usleep(1000);
+    usleep(50000);
+    check(returned == 0 && blocked_in(tid) == SYS_pause, "the waiter did not return: it waits in pause(2) for good", now);
+    t.detach();  // blocked until the process ends
+}
+
 // ibv_create_cq_ex and the poll-cq-ex API: two receives flushed, read one after the other.
 void check_cq_ex(ibv_context* ctx, ibv_pd* pd) {
     ibv_cq_init_attr_ex cx{};
@@ -501,6 +544,7 @@ int main() {
     if (!pd || !cq) return 1;
     check_unsupported(ctx, pd, cq);
     check_channel(ctx, pd);
+    check_channel_destroyed_under_waiter(ctx);
     check_async(ctx, pd);
     check_cq_ex(ctx, pd);
     check_ud_states(ctx, pd);

@@ -30,4 +30,37 @@ inline ssize_t read_count(int fd, uint64_t& v) {
     }
 }
 
+// An event file another thread may destroy while this one reads it (rping's main thread destroys
+// the channel its CM thread waits on). A reader is counted from the call to its return, so the
+// owner never closes the fd or frees the object under it: destroyed with readers inside, the
+// object is only marked dead, and its fd stays open (a read again after a leaked restart code
+// never gets EBADF, nor another file opened on the same number). The owner's lock guards both
+// fields; zero is the initial state (the libraries' wrappers are calloc'd).
+struct ReaderGate {
+    unsigned readers;
+    bool dead;
+    // At destroy, under the owner's lock: true when the owner may close the fd and free now.
+    bool may_free() {
+        if (readers) dead = true;
+        return !readers;
+    }
+};
+
+// One count read from `fd`, the owner's lock `lk` held on entry and on return and released around
+// the blocking read. Destroyed meanwhile, the call never returns: a read of the kernel's file stays
+// blocked on the closed file (close does not wake it), and so does this one, until the process ends.
+template <class Lock>
+ssize_t gated_read(Lock& lk, ReaderGate& gate, int fd, uint64_t& v) {
+    ++gate.readers;
+    lk.unlock();
+    const ssize_t r = read_count(fd, v);
+    lk.lock();
+    if (gate.dead) {  // still counted: the object stays
+        lk.unlock();
+        for (;;) ::pause();
+    }
+    --gate.readers;
+    return r;
+}
+
 }  // namespace hcaemu::api

@@ -208,14 +208,7 @@ void free_channel(ChannelW* c) {
         core().live.erase(&c->ch);
         for (EventW* e : *c->q) delete e;
         c->q->clear();
-        // A thread waits in get_event (rping's CM thread while its main thread tears down): the
-        // channel stays, dead, with its fd open, so that the waiter's read (or its read again
-        // after a leaked restart code) blocks for ever on it, as a read of the kernel's channel
-        // stays blocked on the closed file; never EBADF, nor another file opened on the number.
-        if (c->readers) {
-            c->dead = true;
-            return;
-        }
+        if (!c->gate.may_free()) return;  // a thread waits in get_event: kept, dead (sysretry.hpp)
     }
     ::close(c->ch.fd);
     delete c->q;
@@ -249,37 +242,21 @@ void move_events(IdState* st, ChannelW* to) {
 }
 
 int get_event(ChannelW* c, EventW*& e) {
-    // Another thread may destroy the channel while this one waits (rping's main thread does, its
-    // CM thread still in rdma_get_cm_event): counted as a reader from here to its return, this
-    // thread keeps the channel and its fd from being freed (free_channel).
-    {
-        const std::lock_guard g(core().mu);
-        if (!core().live.count(&c->ch)) return err(EINVAL);  // destroyed before the call
-        ++c->readers;
-    }
+    // Another thread may destroy the channel while this one waits: the gate keeps it (sysretry.hpp).
+    std::unique_lock g(core().mu);
+    if (!core().live.count(&c->ch)) return err(EINVAL);  // destroyed before the call
     for (;;) {
         uint64_t v = 0;
         const uint64_t leaks = api::g_restart_leaks.load(std::memory_order_relaxed);
-        const ssize_t r = api::read_count(c->ch.fd, v);
+        const ssize_t r = api::gated_read(g, c->gate, c->ch.fd, v);
         if (debug() && api::g_restart_leaks.load(std::memory_order_relaxed) != leaks)
             std::fprintf(stderr, "librdmacm (hcaemu): the event channel's read returned a kernel restart code: read again\n");
-        std::unique_lock g(core().mu);
-        if (c->dead) {
-            // Destroyed meanwhile. A read of the kernel's channel would stay blocked for ever on
-            // the closed file (close does not wake it); so does this one, until the process ends.
-            g.unlock();
-            for (;;) ::pause();
-        }
-        if (r != ssize_t(sizeof v)) {
-            --c->readers;
-            return r >= 0 ? err(ENODATA) : -1;
-        }
+        if (r != ssize_t(sizeof v)) return r >= 0 ? err(ENODATA) : -1;
         if (c->q->empty()) continue;
         e = c->q->front();
         c->q->pop_front();
         if (!e) continue;
         e->owner->delivered++;
-        --c->readers;
         return 0;
     }
 }

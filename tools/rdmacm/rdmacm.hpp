@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tools/libhcaemu/cm.hpp"
+#include "tools/libhcaemu/sysretry.hpp"
 
 namespace hcaemu::rdmacm {
 
@@ -59,10 +60,7 @@ struct EventW;
 struct ChannelW {
     rdma_event_channel ch;
     std::deque<EventW*>* q;   // under Core::mu; a null entry is an event dropped after queuing
-    // Under Core::mu: threads inside get_event's read; destroyed with readers inside, the channel
-    // is only marked dead and its fd stays open (free_channel).
-    unsigned readers;
-    bool dead;
+    api::ReaderGate gate;     // under Core::mu: threads inside get_event (free_channel)
 };
 
 struct IdW {

@@ -751,6 +751,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     std::erase(n.chans, w);
     delete w->api;
     delete w->q;
+    if (!w->gate.may_free()) return 0;  // a thread waits in ibv_get_cq_event: kept, dead (sysretry.hpp)
     ::close(channel->fd);
     std::free(w);
     return 0;
@@ -805,11 +806,12 @@ int ibv_destroy_cq(ibv_cq* cq) {
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
     uint64_t one;
-    // Blocks unless the program made the fd non-blocking (then EAGAIN), as the kernel's file.
-    if (api::read_count(channel->fd, one) != ssize_t(sizeof one)) return -1;
     auto* w = wrap_of<ChanW>(channel);
     Node& n = node_of(channel->context);
-    const std::lock_guard g(n.mu);
+    std::unique_lock g(n.mu);
+    // Blocks unless the program made the fd non-blocking (then EAGAIN), as the kernel's file;
+    // another thread may destroy the channel meanwhile (the gate keeps it, sysretry.hpp).
+    if (api::gated_read(g, w->gate, channel->fd, one) != ssize_t(sizeof one)) return -1;
     if (w->q->empty()) {
         errno = EAGAIN;
         return -1;

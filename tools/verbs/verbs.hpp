@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tools/libhcaemu/api.hpp"
+#include "tools/libhcaemu/sysretry.hpp"
 
 // libibverbs exports that the installed headers do not declare (rdma-core's marshall.h and
 // driver.h, the fork range calls, the sysfs helpers).
@@ -154,6 +155,7 @@ struct ChanW {
     ibv_comp_channel ch;
     api::CompChannel* api;
     std::deque<ibv_cq*>* q;  // events taken from api, waiting for ibv_get_cq_event (under node mu)
+    api::ReaderGate gate;    // under node mu: threads inside ibv_get_cq_event
 };
 // ibv_cq is the head of ibv_cq_ex (verbs.h's ibv_cq_ex_to_cq casts): every CQ is an ibv_cq_ex,
 // whose poll functions are set when it was made by ibv_create_cq_ex.
