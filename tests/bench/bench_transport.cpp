@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
         uint32_t size, count;
     };
     const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000},   {WrOpcode::rdma_write, "write", 4096, 50000},
-                          {WrOpcode::rdma_write, "write", 1 << 20, 200}, {WrOpcode::send, "send", 4096, 50000},
+                          {WrOpcode::rdma_write, "write", 1 << 20, 200}, {WrOpcode::send, "send", 8, 200000},
+                          {WrOpcode::send, "send", 4096, 50000},
                           {WrOpcode::rdma_read, "read", 4096, 50000},    {WrOpcode::rdma_read, "read", 1 << 20, 200}};
     int rc = 0, ran = 0;
     for (const Case& k : cases) {
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
         if (!r.ok) rc = 1;
     }
     if (!ran) {  // a name or size no case has: a usage error, not an empty table
-        std::fprintf(stderr, "bench_transport: no case '%s%s%s' (write 64|4096|1048576, send 4096, read 4096|1048576)\n",
+        std::fprintf(stderr, "bench_transport: no case '%s%s%s' (write 64|4096|1048576, send 8|4096, read 4096|1048576)\n",
                      argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
         return 2;
     }
