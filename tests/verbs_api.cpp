@@ -324,6 +324,35 @@ void check_channel_destroyed_under_waiter(ibv_context* ctx) {
     t.detach();  // blocked until the process ends
 }
 
+// The same for a second context closed while a thread waits in ibv_get_async_event on it.
+void check_context_closed_under_waiter() {
+    ibv_device** list = ibv_get_device_list(nullptr);
+    ibv_context* ctx = list && list[0] ? ibv_open_device(list[0]) : nullptr;
+    ibv_free_device_list(list);
+    check(ctx != nullptr, "ibv_open_device: a second context for a waiter");
+    if (!ctx) return;
+    const int fd = ctx->async_fd;
+    static std::atomic<pid_t> tid{0};
+    static std::atomic<int> returned{0};
+    std::thread t([ctx] {
+        tid = pid_t(::syscall(SYS_gettid));
+        ibv_async_event ev;
+        (void)ibv_get_async_event(ctx, &ev);
+        returned = 1;
+    });
+    for (int i = 0; i < 5000 && (tid == 0 || blocked_in(tid) != SYS_read); ++i) usleep(1000);
+    check(tid != 0 && blocked_in(tid) == SYS_read, "the waiter blocked in read(2) of the async fd", tid ? blocked_in(tid) : -2);
+    check(ibv_close_device(ctx) == 0, "ibv_close_device with a thread waiting for its async events: 0");
+    check(fcntl(fd, F_GETFD) != -1, "its async fd still open: not closed under the waiter");
+    const uint64_t one = 1;
+    check(write(fd, &one, sizeof one) == ssize_t(sizeof one), "a count written to that fd");
+    long now = -1;
+    for (int i = 0; i < 5000 && (now = blocked_in(tid)) == SYS_read; ++i) usleep(1000);
+    usleep(50000);
+    check(returned == 0 && blocked_in(tid) == SYS_pause, "the waiter did not return: it waits in pause(2) for good", now);
+    t.detach();  // blocked until the process ends
+}
+
 // ibv_create_cq_ex and the poll-cq-ex API: two receives flushed, read one after the other.
 void check_cq_ex(ibv_context* ctx, ibv_pd* pd) {
     ibv_cq_init_attr_ex cx{};
@@ -545,6 +574,7 @@ int main() {
     check_unsupported(ctx, pd, cq);
     check_channel(ctx, pd);
     check_channel_destroyed_under_waiter(ctx);
+    check_context_closed_under_waiter();
     check_async(ctx, pd);
     check_cq_ex(ctx, pd);
     check_ud_states(ctx, pd);

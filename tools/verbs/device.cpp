@@ -486,11 +486,12 @@ int ibv_close_device(ibv_context* context) {
     CtxW* w = ctxw(context);
     Ctx* c = w->impl;
     std::shared_ptr<Node> n = c->node;
-    bool last = false;
+    bool last = false, keep = false;
     {
         const std::lock_guard g(n->mu);
         std::erase(n->ctxs, c);
         last = n->ctxs.empty();
+        keep = !c->gate.may_free();  // a thread waits in ibv_get_async_event: kept, dead (sysretry.hpp)
     }
     {
         // The last context of an HCA stops its progress thread; a local HCA itself stays until exit.
@@ -498,6 +499,7 @@ int ibv_close_device(ibv_context* context) {
         if (last) n->halt();
         if (Dev* d = dev_of(context->device)) --d->opens;
     }
+    if (keep) return 0;  // its Ctx keeps the node (and its mutex) for the waiter
     ::close(context->async_fd);
     if (context->cmd_fd >= 0) ::close(context->cmd_fd);
     pthread_mutex_destroy(&context->mutex);

@@ -1042,9 +1042,10 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     uint64_t one;
-    if (api::read_count(context->async_fd, one) != ssize_t(sizeof one)) return -1;
     Ctx& c = ctx_of(context);
-    const std::lock_guard g(c.node->mu);
+    std::unique_lock g(c.node->mu);
+    // Another thread may close the context meanwhile (the gate keeps it, sysretry.hpp).
+    if (api::gated_read(g, c.gate, context->async_fd, one) != ssize_t(sizeof one)) return -1;
     if (c.async.empty()) {
         errno = EAGAIN;
         return -1;

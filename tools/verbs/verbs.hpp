@@ -125,6 +125,7 @@ struct Ctx {
     uint64_t cmd_ino = 0;  // the inode of its cmd_fd (a memfd of its own): ibv_import_device finds it
     std::deque<ibv_async_event> async;  // under node->mu
     bool fatal_sent = false;
+    api::ReaderGate gate{};  // under node->mu: threads inside ibv_get_async_event
 };
 
 // ibv_context lives at the end of verbs_context; the wrapper puts our pointer after it.
