@@ -293,64 +293,66 @@ long blocked_in(pid_t tid) {
     return f >> nr ? nr : -1;
 }
 
-// A program destroys a channel while another of its threads waits in ibv_get_cq_event. The waiter
-// stays blocked for good, as on the kernel's file, whose close does not wake a read: the fd stays
-// open (a read again after a leaked restart code must not get EBADF, nor read a file opened since
-// on the same number), and a count written to it does not make the call return either.
-void check_channel_destroyed_under_waiter(ibv_context* ctx) {
-    ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
-    check(ch != nullptr, "ibv_create_comp_channel for a waiter");
-    if (!ch) return;
-    const int fd = ch->fd;
-    static std::atomic<pid_t> tid{0};
-    static std::atomic<int> returned{0};
-    std::thread t([ch] {
-        tid = pid_t(::syscall(SYS_gettid));
-        ibv_cq* cq = nullptr;
-        void* c = nullptr;
-        (void)ibv_get_cq_event(ch, &cq, &c);
-        returned = 1;
+// A program destroys an event file's owner (`destroy`: a channel, a context) while another of its
+// threads waits on `fd` in the call `wait` makes. The waiter stays blocked for good, as on the
+// kernel's file, whose close does not wake a read: the fd stays open (a read again after a leaked
+// restart code must not get EBADF, nor read a file opened since on the same number), and a count
+// written to it does not make the call return either. One waiter a call: it is never joined.
+void check_destroyed_under_waiter(const char* what, int fd, void (*wait)(void*), void* arg, int (*destroy)(void*)) {
+    struct Waiter {
+        std::atomic<pid_t> tid{0};
+        std::atomic<int> returned{0};
+    };
+    auto* w = new Waiter;  // outlives this call with its thread
+    std::thread t([w, wait, arg] {
+        w->tid = pid_t(::syscall(SYS_gettid));
+        wait(arg);
+        w->returned = 1;
     });
-    for (int i = 0; i < 5000 && (tid == 0 || blocked_in(tid) != SYS_read); ++i) usleep(1000);
-    check(tid != 0 && blocked_in(tid) == SYS_read, "the waiter blocked in read(2) of the channel", tid ? blocked_in(tid) : -2);
-    check(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel with a thread waiting on it: 0");
+    const auto in_read = [w] { return w->tid != 0 && blocked_in(w->tid) == SYS_read; };
+    for (int i = 0; i < 5000 && !in_read(); ++i) usleep(1000);
+    std::printf("     (%s)\n", what);
+    check(in_read(), "the waiter blocked in read(2) of the fd", w->tid ? blocked_in(w->tid) : -2);
+    check(destroy(arg) == 0, "destroyed with a thread waiting on it: 0");
     check(fcntl(fd, F_GETFD) != -1, "its fd still open: not closed under the waiter");
     const uint64_t one = 1;
     check(write(fd, &one, sizeof one) == ssize_t(sizeof one), "a count written to that fd");
     long now = -1;
-    for (int i = 0; i < 5000 && (now = blocked_in(tid)) == SYS_read; ++i) usleep(1000);
+    for (int i = 0; i < 5000 && (now = blocked_in(w->tid)) == SYS_read; ++i) usleep(1000);
     usleep(50000);
-    check(returned == 0 && blocked_in(tid) == SYS_pause, "the waiter did not return: it waits in pause(2) for good", now);
+    check(w->returned == 0 && blocked_in(w->tid) == SYS_pause, "the waiter did not return: it waits in pause(2) for good", now);
     t.detach();  // blocked until the process ends
 }
 
-// The same for a second context closed while a thread waits in ibv_get_async_event on it.
+// A completion channel destroyed while a thread waits in ibv_get_cq_event.
+void check_channel_destroyed_under_waiter(ibv_context* ctx) {
+    ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+    check(ch != nullptr, "ibv_create_comp_channel for a waiter");
+    if (!ch) return;
+    check_destroyed_under_waiter(
+        "ibv_destroy_comp_channel under ibv_get_cq_event", ch->fd,
+        [](void* a) {
+            ibv_cq* cq = nullptr;
+            void* c = nullptr;
+            (void)ibv_get_cq_event(static_cast<ibv_comp_channel*>(a), &cq, &c);
+        },
+        ch, [](void* a) { return ibv_destroy_comp_channel(static_cast<ibv_comp_channel*>(a)); });
+}
+
+// A second context closed while a thread waits in ibv_get_async_event on it.
 void check_context_closed_under_waiter() {
     ibv_device** list = ibv_get_device_list(nullptr);
     ibv_context* ctx = list && list[0] ? ibv_open_device(list[0]) : nullptr;
     ibv_free_device_list(list);
     check(ctx != nullptr, "ibv_open_device: a second context for a waiter");
     if (!ctx) return;
-    const int fd = ctx->async_fd;
-    static std::atomic<pid_t> tid{0};
-    static std::atomic<int> returned{0};
-    std::thread t([ctx] {
-        tid = pid_t(::syscall(SYS_gettid));
-        ibv_async_event ev;
-        (void)ibv_get_async_event(ctx, &ev);
-        returned = 1;
-    });
-    for (int i = 0; i < 5000 && (tid == 0 || blocked_in(tid) != SYS_read); ++i) usleep(1000);
-    check(tid != 0 && blocked_in(tid) == SYS_read, "the waiter blocked in read(2) of the async fd", tid ? blocked_in(tid) : -2);
-    check(ibv_close_device(ctx) == 0, "ibv_close_device with a thread waiting for its async events: 0");
-    check(fcntl(fd, F_GETFD) != -1, "its async fd still open: not closed under the waiter");
-    const uint64_t one = 1;
-    check(write(fd, &one, sizeof one) == ssize_t(sizeof one), "a count written to that fd");
-    long now = -1;
-    for (int i = 0; i < 5000 && (now = blocked_in(tid)) == SYS_read; ++i) usleep(1000);
-    usleep(50000);
-    check(returned == 0 && blocked_in(tid) == SYS_pause, "the waiter did not return: it waits in pause(2) for good", now);
-    t.detach();  // blocked until the process ends
+    check_destroyed_under_waiter(
+        "ibv_close_device under ibv_get_async_event", ctx->async_fd,
+        [](void* a) {
+            ibv_async_event ev;
+            (void)ibv_get_async_event(static_cast<ibv_context*>(a), &ev);
+        },
+        ctx, [](void* a) { return ibv_close_device(static_cast<ibv_context*>(a)); });
 }
 
 // ibv_create_cq_ex and the poll-cq-ex API: two receives flushed, read one after the other.
