@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+phase() {  # phase NAME: a header with the time, so that a CI log shows where its hour went
+    echo "== $1 ($(date -u +%H:%M:%S), ${SECONDS} s in)"
+}
+
 configure() {  # configure DIR [meson options...]: set up once, reconfigure after
     local dir=$1
     shift
@@ -16,9 +20,10 @@ configure() {  # configure DIR [meson options...]: set up once, reconfigure afte
     fi
 }
 
-echo "== plain build"
+phase "plain build"
 configure build
 ninja -C build
+phase "plain tests"
 meson test -C build --print-errorlogs
 
 # The interop suite (qemu guest with Linux rxe, scripts/interop/run.sh) runs in the plain build
@@ -27,18 +32,19 @@ meson test -C build --print-errorlogs
 # tests already. By hand: meson test -C build-asan interop.
 # The sanitizer builds carry line tables only (-g1): their reports keep file:line, and the
 # compiler emits a fraction of the debug info (the builds are a third of the CI's hour).
-echo "== ASan + UBSan build"
+phase "ASan + UBSan build"
 configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-g1
 ninja -C build-asan
+phase "ASan + UBSan tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --timeout-multiplier 4 --no-suite interop
 
 # The fuzz targets (tests/fuzz, clang and libFuzzer, ASan+UBSan): their regression inputs, then a
 # few seconds of fuzzing each. The long runs: scripts/fuzz.sh.
-echo "== fuzz smoke (clang)"
+phase "fuzz smoke (clang)"
 CXX=clang++ CC=clang configure build-fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-g1
 ninja -C build-fuzz tests/fuzz/fuzz_parse tests/fuzz/fuzz_mad tests/fuzz/fuzz_pcap tests/fuzz/fuzz_receive tests/fuzz/fuzz_ctl
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
-echo "== all tests passed (plain, ASan+UBSan, fuzz smoke)"
+phase "all tests passed (plain, ASan+UBSan, fuzz smoke)"
