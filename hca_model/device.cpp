@@ -408,8 +408,6 @@ Status Device::destroy_srq(uint32_t h) {
     SrqObj* s = srq(h);
     if (!s) return Status::bad_handle;
     if (s->users) return Status::busy;
-    for (uint64_t n = s->rq.head; n < s->rq.tail; ++n)
-        unpin(s->rq.at(n), &s->sges[s->rq.index(n) * s->attr.max_sge]);
     --s->pd->users;
     srqs_.erase(h >> 8);
     return Status::ok;

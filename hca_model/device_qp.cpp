@@ -78,7 +78,6 @@ Status Device::destroy_qp(uint32_t h) {
     for (CqObj* c : {q->send_cq, q->recv_cq})
         c->qps.erase(std::remove(c->qps.begin(), c->qps.end(), q), c->qps.end());
     for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
-    for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->rq.at(n), q->recv_sges(n));
     --q->pd->users;
     if (SrqObj* s = q->srq) {
         --s->users;
@@ -179,7 +178,6 @@ ModifyResult Device::modify_qp(uint32_t h, const QpAttr& a, uint32_t mask) {
     if (next == QpState::reset && cur != QpState::reset) {
         // RESET discards every WQE without completions and forgets the connection (IBTA ch. 10, QP states).
         for (uint64_t n = q->sq.head; n < q->sq.tail; ++n) release(q, q->sq.at(n));
-        for (uint64_t n = q->rq.head; n < q->rq.tail; ++n) unpin(q->rq.at(n), q->recv_sges(n));
         q->sq.clear();
         q->rq.clear();
         // Its CQEs not yet polled go too, as providers clean the CQs at RESET (mlx5, mlx4): a QP
@@ -224,12 +222,6 @@ void Device::retire_send(QpObj* q, Wc wc) {
     if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
 }
 
-void Device::unpin(const RecvWqe& w, const Sge* sges) {
-    if (!w.pinned) return;
-    for (uint32_t i = 0; i < w.num_sge; ++i)
-        if (MrObj* m = mr_by_key(sges[i].lkey)) m->pins.dec();
-}
-
 void Device::flush(QpObj* q, bool sq, bool rq) {
     // Error completions are reported for signaled and unsignaled WRs alike (IBTA ch. 10).
     while (sq && !q->sq.empty()) {
@@ -244,9 +236,7 @@ void Device::flush(QpObj* q, bool sq, bool rq) {
         complete(q->send_cq, wc);
     }
     while (rq && !q->rq.empty()) {
-        const uint64_t n = q->rq.head++;
-        const RecvWqe& w = q->rq.at(n);
-        unpin(w, q->recv_sges(n));
+        const RecvWqe& w = q->rq.at(q->rq.head++);
         Wc wc;
         wc.wr_id = w.wr_id;
         wc.status = WcStatus::wr_flush_err;
@@ -394,12 +384,9 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->rq.full()) return Status::queue_full;
-        // A bad L_Key is not a posting error: the WQE fails when used, a local protection error
-        // the responder NAKs as Remote Operational Error (rxe's post_recv checks no keys either).
-        const Status s = validate_sges(q->pd, wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge, true);
-        if (s != Status::ok && s != Status::bad_lkey) return s;
+        if (const Status s = check_recv_sges(*wr, q->attr.cap.max_recv_sge); s != Status::ok) return s;
         const uint64_t n = q->rq.tail;
-        fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge], s == Status::ok);
+        fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge]);
         ++q->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -408,17 +395,23 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     return Status::ok;
 }
 
-// Receive buffers whose keys were valid stay pinned until the responder takes the WQE or it is
-// flushed; the others are not (nothing to pin), and their first access fails.
-void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, bool keys_valid) {
+// A receive's keys are neither checked nor pinned when it is posted (as rxe's post_recv): the
+// DMA engine checks each access when a message lands, and a bad or deregistered L_Key fails the
+// WQE then, a local protection error the responder NAKs as Remote Operational Error. So
+// ibv_dereg_mr with receives posted on the MR succeeds, as on rxe.
+Status Device::check_recv_sges(const RecvWr& wr, uint32_t max_sge) {
+    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > max_sge) return Status::too_many_sge;
+    if (wr.num_sge > 0 && !wr.sg_list) return Status::invalid_argument;
+    return Status::ok;
+}
+
+void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst) {
     w.wr_id = wr.wr_id;
     w.num_sge = uint32_t(wr.num_sge);
     w.length = 0;
-    w.pinned = keys_valid;
     for (int i = 0; i < wr.num_sge; ++i) {
         dst[i] = wr.sg_list[i];
         w.length += wr.sg_list[i].length;
-        if (keys_valid) mr_by_key(dst[i].lkey)->pins.inc();
     }
 }
 
@@ -434,10 +427,9 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (s->rq.full()) return Status::queue_full;
-        const Status st = validate_sges(s->pd, wr->sg_list, wr->num_sge, s->attr.max_sge, true);
-        if (st != Status::ok && st != Status::bad_lkey) return st;  // a bad L_Key fails at use
+        if (const Status st = check_recv_sges(*wr, s->attr.max_sge); st != Status::ok) return st;
         const uint64_t n = s->rq.tail;
-        fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge], st == Status::ok);
+        fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge]);
         ++s->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -458,7 +450,6 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
         const uint64_t n = s->rq.head++;
         wqe = s->rq.at(n);
         const Sge* src = &s->sges[s->rq.index(n) * s->attr.max_sge];
-        unpin(wqe, src);  // from here the DMA engine checks each access itself
         wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
         std::copy(src, src + wqe.num_sge, sges.begin());
         // The limit event fires once when the SRQ falls below the armed limit (IBTA ch. 10: SRQ limit).
@@ -472,7 +463,6 @@ bool Device::take_recv(QpObj* q, RecvWqe& wqe, std::span<Sge> sges) {
     const uint64_t n = q->rq.head++;
     wqe = q->rq.at(n);
     const Sge* src = q->recv_sges(n);
-    unpin(wqe, src);
     wqe.num_sge = uint32_t(std::min<size_t>(wqe.num_sge, sges.size()));
     std::copy(src, src + wqe.num_sge, sges.begin());
     return true;

@@ -42,7 +42,7 @@ struct MrObj {
     uint32_t access = 0;      // access::
     uint32_t lkey = 0;        // index << 8 | 8-bit variant
     uint32_t rkey = 0;
-    LcoreCount pins;          // requests in flight using it: dereg is refused while > 0
+    LcoreCount pins;          // send WQEs in flight using it (mbufs may point into it): no dereg
 };
 
 // A ring of cap() entries with free-running 64-bit producer and consumer counts. Its storage is
@@ -99,7 +99,6 @@ struct RecvWqe {
     uint64_t wr_id = 0;
     uint32_t num_sge = 0;
     uint64_t length = 0;          // sum of the SGE lengths
-    bool pinned = false;          // its MRs are pinned (every lkey was valid when posted)
 };
 
 struct SrqObj {
