@@ -133,9 +133,28 @@ def check_daemon(tmp, hcaemud):
         rc, out, err = run([HCAEMU[0], "exec", "--device", f"unix:{sock}", "--", "ibv_devinfo", "-d", "hcaemu0"], e2)
         expect("hcaemu exec --device unix:PATH -- ibv_devinfo: the daemon's hcaemu0",
                rc == 0 and re.search(r"^\tnode_guid:\t+5054:00ff:fe18:0007$", out, re.M), (rc, out, err))
+        # The data thread queues a client's 'gone' line and the io thread writes it, while the
+        # daemon runs: one for each of the three programs above.
+        end = time.monotonic() + 10
+        while time.monotonic() < end and d.err_so_far().count(" gone: ") < 3:
+            time.sleep(0.05)
+        expect("hcaemud: the three clients' 'gone' lines written while it runs",
+               d.err_so_far().count(" gone: ") == 3, d.err_so_far())
+        # A client still attached at SIGTERM is removed after the io loop stopped: its line is
+        # written at the exit. ibv_rc_pingpong's server holds its context while it waits for a peer.
+        port = str(free_port())
+        holder = start(["ibv_rc_pingpong", "-d", "hcaemu0", "-g", "1", "-p", port], e)
+        expect("ibv_rc_pingpong server on unix:PATH listens", wait_listen(int(port), holder, 30), "")
     finally:
         rc = d.stop()
-    expect("hcaemud stopped by SIGTERM: exit 0, both clients gone", rc == 0 and d.err.count(" gone: ") >= 2, (rc, d.err))
+        if "holder" in locals():
+            if holder.poll() is None:
+                holder.kill()  # our own child, by its handle
+            finish(holder, 10)
+    expect("hcaemud stopped by SIGTERM: exit 0, every client gone (the one attached at the stop last)",
+           rc == 0 and d.err.count(" gone: ") == 4 and
+           re.search(r"gone: \d+ object\(s\) destroyed\n(.*\n)?hcaemud: stopped\n$", d.err) and
+           re.search(r"\(pid \d+, ibv_rc_pingpong\) gone: [1-9]", d.err), (rc, d.err))
 
 
 ADDR = re.compile(r"^  (local|remote) address: +LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$", re.M)  # ud_pingpong: "PSN 0x...: GID"

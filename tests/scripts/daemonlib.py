@@ -45,6 +45,10 @@ class Daemon:
         for line in f:
             chunks.append(line)
 
+    def err_so_far(self):
+        """What the daemon has written to stderr until now (its pipe is read as it writes)."""
+        return "".join(self._got["err"])
+
     def wait_ready(self, timeout=20):
         """True once the control socket accepts a connection; False if the daemon died or never did."""
         end = time.monotonic() + timeout

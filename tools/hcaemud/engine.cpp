@@ -173,6 +173,8 @@ Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendF
 }
 
 Engine::~Engine() {
+    note_wake_ = nullptr;  // the io thread is gone: what is left is written here
+    write_notes(stderr);
     while (!clients_.empty()) remove_client(clients_.begin()->first);
     dev_.set_rq_fill(nullptr, nullptr);
 }
@@ -824,12 +826,35 @@ void Engine::remove_client(uint32_t id) {
         if (p->pd.destroy() == Status::busy) zombie_pds_.push_back(std::move(p->pd));
     }
     c.pds.clear();
-    std::fprintf(stderr, "hcaemud: client %u (pid %u, %s) gone: %llu object(s) destroyed\n", c.id, c.pid, c.comm.c_str(),
-                 static_cast<unsigned long long>(n));
+    char line[256];
+    std::snprintf(line, sizeof line, "hcaemud: client %u (pid %u, %s) gone: %llu object(s) destroyed\n", c.id, c.pid,
+                  c.comm.c_str(), static_cast<unsigned long long>(n));
+    note(line);
     std::erase(client_list_, &c);
     clients_.erase(cit);
     ctr_.inc(DCounter::objects_cleaned, n);
     ctr_.inc(DCounter::clients_cleaned);
+}
+
+void Engine::note(std::string line) {
+    if (!note_wake_) {
+        std::fputs(line.c_str(), stderr);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> g(notes_mu_);
+        notes_.push_back(std::move(line));
+    }
+    note_wake_();
+}
+
+void Engine::write_notes(std::FILE* f) {
+    std::vector<std::string> lines;
+    {
+        std::lock_guard<std::mutex> g(notes_mu_);
+        lines.swap(notes_);
+    }
+    for (const std::string& l : lines) std::fputs(l.c_str(), f);
 }
 
 // ---------------------------------------------------------------- requests

@@ -8,6 +8,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,6 +114,13 @@ public:
     Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, int fd);
     uint32_t max_objects() const { return max_objects_; }
 
+    // The data thread's log lines (a client gone) are written by another thread, so that the data
+    // path never waits on stderr (a pipe nobody drains would stop it). `wake` runs on the data
+    // thread when a line is queued: it has the io thread call write_notes. Unset, the data thread
+    // writes them itself (the fuzz target).
+    void set_note_wake(std::function<void()> wake) { note_wake_ = std::move(wake); }
+    void write_notes(std::FILE* f);  // the queued lines, in order
+
 private:
     // One lcore's share: the QPs its engine owns, the CQs and SRQs they use.
     struct Lane {
@@ -151,6 +159,10 @@ private:
     DCounters& ctr_;
     uint32_t max_objects_;
     SendFn send_;
+    std::function<void()> note_wake_;
+    std::mutex notes_mu_;
+    std::vector<std::string> notes_;
+    void note(std::string line);
     std::atomic<bool> stop_{false};
     std::atomic<bool> pending_{false};
     std::mutex qm_;

@@ -558,6 +558,7 @@ int main(int argc, char** argv) {
     }
     Engine eng(*att, ctr, o.max_objects, [&srv](uint32_t client, Msg&& m) { srv.deliver(client, std::move(m)); });
     srv.set_engine(&eng);
+    eng.set_note_wake([&io, &eng] { asio::post(io, [&eng] { eng.write_notes(stderr); }); });
     srv.start();
 
     // The data path on a worker lcore when the EAL has one, else on a thread of its own.
@@ -588,6 +589,7 @@ int main(int argc, char** argv) {
     eng.stop();
     if (on_lcore) rte_eal_wait_lcore(worker);
     else th.join();
+    eng.write_notes(stderr);  // lines queued after the io loop stopped (clients removed at the stop)
     unlink(o.socket.c_str());
     std::fprintf(stderr, "hcaemud: stopped\n");
     return 0;
