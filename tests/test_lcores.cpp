@@ -308,6 +308,7 @@ TEST_CASE("two lcores per HCA over a 2-queue DPDK ring pair: 1024 QPs, each on i
     auto lcore = [&](uint32_t k) {
         std::string e;
         const int id = port::register_thread(e);  // a mempool cache; without one the pool still works
+        t_lcore = k;  // this thread is lcore k's: its posts pin MRs in slot k (as hcaemud's lanes)
         Result& r = res[k];
         const uint64_t want_a = uint64_t(kQps / 2) * kMsgs;  // A's SENDs of this lcore's QPs
         uint64_t want_b = 0;
