@@ -189,11 +189,19 @@ def sigkill_case(hcaemu, A, B):
         victim_seen = rc == 0 and isinstance(objs, list) and any(o.get("pid") == c1.pid for o in objs)
         time.sleep(0.1)
     expect("SIGKILL case: the victim's QP is listed by res show qp on A while it runs", victim_seen)
-    time.sleep(0.5)
     # In the middle of a transfer: alive, its QP in RTS with WRITEs outstanding in its send queue.
-    rc, objs, _ = res_json(hcaemu, A, "qp")
-    mine = [o for o in objs or [] if o.get("pid") == c1.pid]
-    busy = c1.poll() is None and len(mine) == 1 and mine[0].get("state") == "RTS" and int(mine[0].get("sq_used", 0)) > 0
+    # Looked for, not slept for: with two daemons and four programs polling on two cores the victim
+    # can be off its CPU long enough for A to retire its whole send queue (ci52: RTS, sq_used 0
+    # half a second after its QP appeared).
+    busy, mine = False, []
+    end = time.monotonic() + 20
+    while time.monotonic() < end and not busy and c1.poll() is None:
+        rc, objs, _ = res_json(hcaemu, A, "qp")
+        mine = [o for o in objs or [] if o.get("pid") == c1.pid]
+        busy = len(mine) == 1 and mine[0].get("state") == "RTS" and int(mine[0].get("sq_used", 0)) > 0
+        if not busy:
+            time.sleep(0.02)
+    busy = busy and c1.poll() is None
     expect("SIGKILL case: the victim is in the middle of its transfer when killed (RTS, WQEs outstanding)", busy, mine)
     c1.send_signal(signal.SIGKILL)
     c1.communicate(timeout=30)
