@@ -267,9 +267,16 @@ void Device::qp_to_sqe(QpObj* q) {
     flush(q, true, false);
 }
 
-Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
+// The SGE list's shape, checked when any WR is posted: its count within the QP's (or SRQ's) cap,
+// and a list to read when the count says there is one.
+Status Device::sge_list_status(const Sge* sgl, int n, uint32_t max_sge) {
     if (n < 0 || uint32_t(n) > max_sge) return Status::too_many_sge;
     if (n > 0 && !sgl) return Status::invalid_argument;
+    return Status::ok;
+}
+
+Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
+    if (const Status s = sge_list_status(sgl, n, max_sge); s != Status::ok) return s;
     for (int i = 0; i < n; ++i)
         if (check_mr_access(mr_by_key(sgl[i].lkey), p, sgl[i].addr, sgl[i].length,
                             write ? access::local_write : 0) != MrError::ok)
@@ -281,8 +288,7 @@ Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
     if (!opcode_allowed(q.type, wr.opcode)) return Status::opcode_not_allowed;
     const bool atomic = is_atomic(wr.opcode);
     if (atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
-    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > q.attr.cap.max_send_sge) return Status::too_many_sge;
-    if (wr.num_sge > 0 && !wr.sg_list) return Status::invalid_argument;
+    if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge); s != Status::ok) return s;
     uint64_t len = 0;
     for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
     if (len > port_.max_msg_sz) return Status::invalid_argument;
@@ -384,7 +390,8 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->rq.full()) return Status::queue_full;
-        if (const Status s = check_recv_sges(*wr, q->attr.cap.max_recv_sge); s != Status::ok) return s;
+        if (const Status s = sge_list_status(wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge); s != Status::ok)
+            return s;
         const uint64_t n = q->rq.tail;
         fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge]);
         ++q->rq.tail;
@@ -398,12 +405,8 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
 // A receive's keys are neither checked nor pinned when it is posted (as rxe's post_recv): the
 // DMA engine checks each access when a message lands, and a bad or deregistered L_Key fails the
 // WQE then, a local protection error the responder NAKs as Remote Operational Error. So
-// ibv_dereg_mr with receives posted on the MR succeeds, as on rxe.
-Status Device::check_recv_sges(const RecvWr& wr, uint32_t max_sge) {
-    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > max_sge) return Status::too_many_sge;
-    if (wr.num_sge > 0 && !wr.sg_list) return Status::invalid_argument;
-    return Status::ok;
-}
+// ibv_dereg_mr with receives posted on the MR succeeds, as on rxe. Only the list's shape is
+// checked at post (sge_list_status).
 
 void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst) {
     w.wr_id = wr.wr_id;
@@ -427,7 +430,7 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (s->rq.full()) return Status::queue_full;
-        if (const Status st = check_recv_sges(*wr, s->attr.max_sge); st != Status::ok) return st;
+        if (const Status st = sge_list_status(wr->sg_list, wr->num_sge, s->attr.max_sge); st != Status::ok) return st;
         const uint64_t n = s->rq.tail;
         fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge]);
         ++s->rq.tail;
