@@ -436,8 +436,7 @@ NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
                 // RFC 4861 7.3.3: a stale entry is still used while it is verified.
                 ++st_.resolve_stale;
                 e->probing = true;
-                e->sent = 0;
-                send_request(*e);
+                start_round(*e);
                 recompute_due();
             }
             mac = e->mac;
@@ -461,22 +460,29 @@ NeighborState NetPort::resolve(const pkt::Ip6& gid, pkt::Mac& mac) {
     }
     ++st_.resolve_started;
     e->state = NeighborState::resolving;
-    e->sent = 0;
-    send_request(*e);
+    start_round(*e);
     recompute_due();
     return NeighborState::resolving;
 }
 
 bool NetPort::neighbor(const pkt::Ip6& gid, pkt::Mac& mac) { return resolve(gid, mac) == NeighborState::reachable; }
 
+void NetPort::start_round(Entry& e) {
+    e.sent = 0;
+    e.round_end_ns = clock_.now_ns() + uint64_t(cfg_.tries) * cfg_.retry_ns;
+    send_request(e);
+}
+
 void NetPort::send_request(Entry& e) {
-    ++e.sent;
-    e.due_ns = clock_.now_ns() + cfg_.retry_ns;
-    if (pkt::is_ipv4_mapped(e.ip)) {
-        if (send_arp(1, kBroadcast, pkt::Mac{}, pkt::ipv4_of_mapped(e.ip))) ++st_.arp_tx_requests;
-    } else {
-        if (send_ns(e.ip)) ++st_.nd_tx_ns;
+    const bool v4 = pkt::is_ipv4_mapped(e.ip);
+    const bool out = v4 ? send_arp(1, kBroadcast, pkt::Mac{}, pkt::ipv4_of_mapped(e.ip)) : send_ns(e.ip);
+    if (!out) {  // refused (a memif link not up yet): no try, again soon
+        e.due_ns = clock_.now_ns() + cfg_.unsent_retry_ns;
+        return;
     }
+    ++e.sent;
+    ++(v4 ? st_.arp_tx_requests : st_.nd_tx_ns);
+    e.due_ns = clock_.now_ns() + cfg_.retry_ns;
 }
 
 void NetPort::run_timers() {
@@ -485,7 +491,7 @@ void NetPort::run_timers() {
     if (now < next_due_) return;
     for (auto& e : table_) {
         if (!waiting(e) || now < e.due_ns) continue;
-        if (e.sent >= cfg_.tries) {
+        if (e.sent >= cfg_.tries || now >= e.round_end_ns) {
             e.state = NeighborState::failed;
             e.probing = false;
             e.due_ns = now + cfg_.retry_ns;

@@ -13,7 +13,9 @@
 // Resolution: resolve() never blocks. A miss sends an ARP request (IPv4-mapped GIDs) or a
 // neighbour solicitation to the solicited-node multicast address (other GIDs) and returns
 // resolving; rx_burst (and resolve) send the next try every retry_ns; after `tries` unanswered
-// requests the entry is failed, and a resolve() at least retry_ns later starts over. A reachable
+// requests the entry is failed, and a resolve() at least retry_ns later starts over. A request the
+// inner port refused (link down, no buffer) is no try: it goes again after unsent_retry_ns, and the
+// round fails tries x retry_ns after it began even if fewer requests left. A reachable
 // entry older than reachable_ns is asked for again and still used meanwhile (RFC 4861 7.3.3, a
 // STALE entry): only `tries` unanswered requests fail it (static entries never age).
 //
@@ -47,6 +49,7 @@ struct NetConfig {
     uint8_t prefix6 = 64;
     uint64_t retry_ns = 1'000'000'000;  // between ARP requests / solicitations
     uint32_t tries = 3;                 // requests sent before the entry fails
+    uint64_t unsent_retry_ns = 1'000'000;  // after a request the inner port refused
     uint64_t reachable_ns = 300'000'000'000ull;
     // Frames to our own address waiting for rx_burst. One engine turn may send tx_budget frames
     // per QP to ourselves and takes back a burst of 32: the ring must hold what a client of a
@@ -158,6 +161,7 @@ private:
         bool probing = false;       // reachable but aged: being asked for again
         uint32_t sent = 0;          // requests sent in this round
         uint64_t due_ns = 0;        // resolving: the next try; failed: when a restart is allowed
+        uint64_t round_end_ns = 0;  // the round fails then, however few requests could be sent
         uint64_t confirmed_ns = 0;  // reachable since
         uint64_t used_ns = 0;       // LRU
     };
@@ -178,6 +182,7 @@ private:
     const Entry* find(const pkt::Ip6& ip) const;
     Entry& insert(const pkt::Ip6& ip);  // evicts the least recently used non-static entry
     void learn(const pkt::Ip6& ip, const pkt::Mac& mac, bool create);
+    void start_round(Entry& e);
     void send_request(Entry& e);
     void run_timers();
     void recompute_due();

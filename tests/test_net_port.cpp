@@ -200,6 +200,66 @@ TEST_CASE("no answer: exactly `tries` ARP requests, retry_ns apart, then failed;
     CHECK(b.net.net_stats().resolve_started == 2);
 }
 
+TEST_CASE("a request the port refused (no buffer) is no try: sent again after unsent_retry_ns; the round still ends") {
+    Bench b;
+    std::vector<uint64_t> sent_at;
+    b.wire.set_tap([&](int dir, const uint8_t* f, uint32_t, uint64_t t, Event ev) {
+        if (dir == 0 && ev == Event::sent && pkt::load_be16(f + 12) == 0x0806) sent_at.push_back(t);
+    });
+    const NetConfig cfg = net_config();
+    REQUIRE(cfg.unsent_retry_ns * 10 < cfg.retry_ns);
+    const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
+    std::vector<Frame> held;  // end 0's whole pool: every request is refused
+    for (Frame f; b.wire.end(0).alloc(f);) held.push_back(f);
+    REQUIRE(held.size() == wire_config().pool_frames);
+    pkt::Mac m{};
+    const uint64_t t0 = b.clock.now_ns();
+    REQUIRE(b.net.resolve(gid, m) == NeighborState::resolving);
+    CHECK(b.net.net_stats().tx_no_buffer == 1);
+    CHECK(b.net.next_due_ns() == t0 + cfg.unsent_retry_ns);
+    Frame fs[8];
+    SECTION("the buffers come back: the next poll after unsent_retry_ns sends, then retry_ns apart, `tries` in all") {
+        for (int i = 0; i < 4; ++i) {  // 4 refused tries at 1 ms, 2 ms, 3 ms, 4 ms
+            b.clock.advance(cfg.unsent_retry_ns);
+            CHECK(b.net.rx_burst(fs, 8) == 0);
+        }
+        CHECK(b.net.net_stats().tx_no_buffer == 5);
+        CHECK(b.net.net_stats().arp_tx_requests == 0);
+        for (Frame& f : held) b.wire.end(0).free(f);
+        const uint64_t t1 = t0 + 5 * cfg.unsent_retry_ns;
+        b.clock.set(t1);
+        CHECK(b.net.rx_burst(fs, 8) == 0);
+        REQUIRE(sent_at == std::vector<uint64_t>{t1});
+        for (uint32_t i = 0; i < cfg.tries * 10 + 5; ++i) {
+            b.clock.advance(cfg.retry_ns / 10);
+            CHECK(b.net.rx_burst(fs, 8) == 0);
+        }
+        REQUIRE(sent_at.size() == cfg.tries);
+        for (uint32_t i = 0; i < cfg.tries; ++i) CHECK(sent_at[i] == t1 + i * cfg.retry_ns);
+        CHECK(b.net.net_stats().arp_tx_requests == cfg.tries);
+        CHECK(b.net.net_stats().tx_no_buffer == 5);
+        CHECK(b.net.state(gid) == NeighborState::failed);
+        CHECK(b.net.net_stats().resolve_failed == 1);
+    }
+    SECTION("never sent: failed tries x retry_ns after the round began, one refusal every unsent_retry_ns") {
+        const uint64_t end = t0 + cfg.tries * cfg.retry_ns;
+        while (b.clock.now_ns() + cfg.unsent_retry_ns < end) {
+            b.clock.advance(cfg.unsent_retry_ns);
+            CHECK(b.net.rx_burst(fs, 8) == 0);
+        }
+        CHECK(b.net.state(gid) == NeighborState::resolving);
+        CHECK(b.net.net_stats().tx_no_buffer == cfg.tries * cfg.retry_ns / cfg.unsent_retry_ns);
+        b.clock.set(end);
+        CHECK(b.net.rx_burst(fs, 8) == 0);
+        CHECK(b.net.state(gid) == NeighborState::failed);
+        CHECK(b.net.net_stats().resolve_failed == 1);
+        CHECK(b.net.net_stats().arp_tx_requests == 0);
+        CHECK(sent_at.empty());
+        CHECK(b.net.next_due_ns() == UINT64_MAX);
+        for (Frame& f : held) b.wire.end(0).free(f);
+    }
+}
+
 namespace {
 
 // An independent ICMPv6 checksum: the pseudo-header (RFC 8200 8.1) laid out as bytes, summed as
