@@ -628,7 +628,7 @@ void DpdkPort::close() {
     // not have read our last ones (an ACK it then waits for in vain; a UD SEND is lost for good).
     // Give it time, without polling: 100 ms was not enough on a loaded machine (ibv_ud_pingpong's
     // client never got the server's last SEND). The PMD shows nothing of the peer's progress.
-    if (memif_ && started_ && link_.load(std::memory_order_acquire)) usleep(250'000);
+    if (memif_ && started_ && close_drain_ && link_.load(std::memory_order_acquire)) usleep(250'000);
     if (watch_link_ && open_) sync_interrupt_thread();
     if (open_) (void)close_ethdev(port_);  // stops it; a memif server stays open (see close_ethdev)
     else if (started_) rte_eth_dev_stop(port_);

@@ -136,6 +136,9 @@ public:
     // The link now (watched ports), or as the PMD reports it (others; may be a system call).
     bool link_up();
     bool watches_link() const { return watch_link_; }
+    // The peer said out of band that it needs no more of our frames: close() skips the wait that
+    // lets a net_memif peer read the last ones.
+    void skip_close_drain() { close_drain_ = false; }
     LinkStats link_stats() const;
 
 private:
@@ -178,6 +181,7 @@ private:
     uint64_t polls_while_down_ = 0;
     bool memif_ = false;
     bool memif_client_ = false;
+    bool close_drain_ = true;
     uint64_t next_reconnect_tsc_ = 0;
     uint64_t reconnects_ = 0;
     FaultCount faults0_;  // queue 0's

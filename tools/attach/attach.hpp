@@ -98,6 +98,9 @@ public:
         return n;
     }
     cm::Agent& cm() { return *cm_; }  // the device's CM agent on QP1 (tools/cm)
+    // The peer needs no more frames from us (a tool's last out-of-band barrier): the port closes
+    // without waiting for a net_memif peer to read them.
+    void peer_finished() { dpdk_->skip_close_drain(); }
     // Counters worth a look after a run, one "name value" per line (non-zero ones only).
     std::string stats_text() const;
     // With --conform and violations: their counts per rule and the latest 16, described ("" else).

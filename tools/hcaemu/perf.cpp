@@ -377,8 +377,10 @@ bool Session::close(bool eof_ok, bool run_wait) {
     if (!barrier(run_wait)) return eof_ok && conn_.peer_closed();
     if (env_.cm) return true;  // -R: no "done" (ctx_close_connection)
     // Past the barrier both sides are through with RoCE: "done" goes without turning the HCA,
-    // which would touch a port whose peer may be exiting (a memif peer's memory goes with it).
+    // which would touch a port whose peer may be exiting (a memif peer's memory goes with it),
+    // and the port need not wait at its close for the peer to read our last frames.
     conn_.set_idle({});
+    ctx_.peer_finished();
     const auto d = oob::format_done();
     std::string e;
     if (!conn_.write_all(d, o_.oob_timeout_ms, e)) return fail("out-of-band exchange (done): " + e);

@@ -179,6 +179,10 @@ public:
     virtual bool resolve(const Gid& peer, uint64_t timeout_ms, std::string& err) = 0;
     // False once the device is gone (the daemon shut down or closed the connection).
     virtual bool alive() const = 0;
+    // The peer confirmed out of band that it needs no more frames from this device: in-process,
+    // closing then skips the wait that lets a net_memif peer read our last frames (250 ms).
+    // Nothing on a daemon (its port outlives the client).
+    virtual void peer_finished() {}
 
     virtual Status read_stats(Stats& out) = 0;
     virtual Status res_list(ResKind kind, std::vector<ResEntry>& out) = 0;

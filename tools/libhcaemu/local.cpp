@@ -300,6 +300,7 @@ public:
         return id ? Status::ok : Status::invalid_argument;
     }
     std::string conform_report() override { return at_->conform_report(); }
+    void peer_finished() override { at_->peer_finished(); }
     Status profile_turns(bool on) override {
         at_->hca().profile_turns(on);
         return Status::ok;
