@@ -275,6 +275,15 @@ Status Device::sge_list_status(const Sge* sgl, int n, uint32_t max_sge) {
     return Status::ok;
 }
 
+// A receive WR when posted: its SGE list's shape, and its total length within the port's
+// max_msg_sz (as rxe's post_recv: invalid_argument). Its keys are checked at use.
+Status Device::recv_wr_status(const RecvWr& wr, uint32_t max_sge) const {
+    if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, max_sge); s != Status::ok) return s;
+    uint64_t len = 0;
+    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    return len > port_.max_msg_sz ? Status::invalid_argument : Status::ok;
+}
+
 Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
     if (const Status s = sge_list_status(sgl, n, max_sge); s != Status::ok) return s;
     for (int i = 0; i < n; ++i)
@@ -390,8 +399,7 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->rq.full()) return Status::queue_full;
-        if (const Status s = sge_list_status(wr->sg_list, wr->num_sge, q->attr.cap.max_recv_sge); s != Status::ok)
-            return s;
+        if (const Status s = recv_wr_status(*wr, q->attr.cap.max_recv_sge); s != Status::ok) return s;
         const uint64_t n = q->rq.tail;
         fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge]);
         ++q->rq.tail;
@@ -405,8 +413,8 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
 // A receive's keys are neither checked nor pinned when it is posted (as rxe's post_recv): the
 // DMA engine checks each access when a message lands, and a bad or deregistered L_Key fails the
 // WQE then, a local protection error the responder NAKs as Remote Operational Error. So
-// ibv_dereg_mr with receives posted on the MR succeeds, as on rxe. Only the list's shape is
-// checked at post (sge_list_status).
+// ibv_dereg_mr with receives posted on the MR succeeds, as on rxe. Only the list's shape and its
+// total length are checked at post (recv_wr_status).
 
 void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst) {
     w.wr_id = wr.wr_id;
@@ -430,7 +438,7 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (s->rq.full()) return Status::queue_full;
-        if (const Status st = sge_list_status(wr->sg_list, wr->num_sge, s->attr.max_sge); st != Status::ok) return st;
+        if (const Status st = recv_wr_status(*wr, s->attr.max_sge); st != Status::ok) return st;
         const uint64_t n = s->rq.tail;
         fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge]);
         ++s->rq.tail;

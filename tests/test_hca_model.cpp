@@ -581,6 +581,51 @@ TEST_CASE("posted receives pin nothing: dereg_mr with receives posted succeeds (
     CHECK(f.dev.qp_by_qpn(qp.qpn())->rq.empty());
 }
 
+TEST_CASE("a receive WR longer than the port's max_msg_sz is refused when posted (as rxe's post_recv), on a QP and an SRQ", "[wr][srq]") {
+    Fixture f;
+    PortAttr pa;
+    REQUIRE(f.dev.query_port(1, pa) == Status::ok);
+    const uint32_t max = pa.max_msg_sz;
+    REQUIRE(max == 0x80000000u);
+    // Keys are not checked at post: the lengths alone decide.
+    Sge s[2] = {{f.mr.addr(), max / 2, f.mr.lkey()}, {f.mr.addr(), max / 2, f.mr.lkey()}};
+    RecvWr ok_wr, long_wr;
+    ok_wr.wr_id = 1;
+    ok_wr.sg_list = s;
+    ok_wr.num_sge = 2;  // exactly max_msg_sz
+    long_wr = ok_wr;
+    long_wr.wr_id = 2;
+    Sge l[2] = {s[0], {f.mr.addr(), max / 2 + 1, f.mr.lkey()}};
+    long_wr.sg_list = l;
+    ok_wr.next = &long_wr;
+    const RecvWr* bad = nullptr;
+    SECTION("QP") {
+        Qp qp = f.make_qp();
+        QpAttr a;
+        a.qp_state = QpState::init;
+        a.port_num = 1;
+        REQUIRE(qp.modify(a, qp_attr::state | qp_attr::port | qp_attr::pkey_index | qp_attr::access_flags).ok());
+        CHECK(qp.post_recv(&ok_wr, &bad) == Status::invalid_argument);
+        CHECK(bad == &long_wr);
+        const QpObj* q = f.dev.qp_by_qpn(qp.qpn());
+        REQUIRE(q->rq.tail - q->rq.head == 1);  // the first WR of the list was taken
+        CHECK(q->rq.at(q->rq.head).wr_id == 1);
+        CHECK(q->rq.at(q->rq.head).length == max);
+    }
+    SECTION("SRQ") {
+        SrqAttr sa{8, 2, 0};
+        auto srq = f.dev.create_srq(f.pd, sa);
+        REQUIRE(srq.ok());
+        CHECK(srq.value.post_recv(&long_wr, &bad) == Status::invalid_argument);
+        CHECK(bad == &long_wr);
+        const SrqObj* so = f.dev.srq(srq.value.handle());
+        CHECK(so->rq.empty());
+        ok_wr.next = nullptr;
+        CHECK(srq.value.post_recv(&ok_wr, &bad) == Status::ok);
+        CHECK(so->rq.tail - so->rq.head == 1);
+    }
+}
+
 TEST_CASE("take_recv on an empty queue asks rq_fill first: a receive posted elsewhere is seen", "[wr]") {
     Fixture f;
     Qp qp = f.make_qp();
