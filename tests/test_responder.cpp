@@ -265,7 +265,10 @@ TEST_CASE("a SEND whose total exceeds max_msg_sz: NAK Invalid Request at the pac
     RawPeer r(c);
     REQUIRE(r.connected);
     const uint32_t p0 = r.cfg.sq_psn[1];
-    REQUIRE(r.post_recv(0, 8192, 1) == Status::ok);
+    // A receive of max_msg_sz, the most post_recv takes (as rxe's). The message overruns it too,
+    // but the length check comes first (rxe's order): the WQE is flushed, not failed LOC_LEN_ERR.
+    CHECK(r.post_recv(0, 4097, 1) == Status::invalid_argument);
+    REQUIRE(r.post_recv(0, 4096, 1) == Status::ok);
     REQUIRE(r.send(r.req(op::send_first, p0), pattern(1024, 1)));
     for (uint32_t i = 1; i < 4; ++i) REQUIRE(r.send(r.req(op::send_middle, p0 + i), pattern(1024, uint8_t(i))));
     REQUIRE(r.send(r.req(op::send_last, p0 + 4, true), pattern(16, 9)));  // 4112 bytes
