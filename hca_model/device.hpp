@@ -325,8 +325,9 @@ private:
     Status destroy_srq(uint32_t h);
     Status destroy_ah(uint32_t h);
 
-    Status validate_send(const QpObj& qp, const SendWr& wr) const;
-    Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write) const;
+    // The MR each SGE names goes to mrs[i] (cap entries) when the WR is good (not inline).
+    Status validate_send(const QpObj& qp, const SendWr& wr, MrObj** mrs) const;
+    Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write, MrObj** mrs) const;
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
     void flush(QpObj* qp, bool sq = true, bool rq = true);  // outstanding WRs complete with IBV_WC_WR_FLUSH_ERR
     static Status sge_list_status(const Sge* sgl, int n, uint32_t max_sge);

@@ -56,6 +56,7 @@ Result<Qp> Device::create_qp(const Pd& pdh, QpInitAttr& init) {
     q->attr.cap = c;
     q->sq.reset(c.max_send_wr);
     q->sq_sges.resize(size_t(q->sq.storage()) * c.max_send_sge);
+    q->sq_mrs.resize(size_t(q->sq.storage()) * c.max_send_sge);
     q->sq_inline.resize(size_t(q->sq.storage()) * c.max_inline_data);
     if (!s) {
         q->rq.reset(c.max_recv_wr);
@@ -207,7 +208,7 @@ void Device::release(QpObj*, SendWqe& w) {
     w.ah = nullptr;
     if (w.pinned) {
         for (uint32_t i = 0; i < w.num_sge; ++i)
-            if (MrObj* m = mr_by_key(w.pinned_keys[i].lkey)) m->pins.dec();
+            w.pinned_mrs[i]->pins.dec();
         w.pinned = false;
     }
 }
@@ -284,16 +285,18 @@ Status Device::recv_wr_status(const RecvWr& wr, uint32_t max_sge) const {
     return len > port_.max_msg_sz ? Status::invalid_argument : Status::ok;
 }
 
-Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write) const {
+Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write, MrObj** mrs) const {
     if (const Status s = sge_list_status(sgl, n, max_sge); s != Status::ok) return s;
-    for (int i = 0; i < n; ++i)
-        if (check_mr_access(mr_by_key(sgl[i].lkey), p, sgl[i].addr, sgl[i].length,
-                            write ? access::local_write : 0) != MrError::ok)
+    for (int i = 0; i < n; ++i) {
+        MrObj* m = mr_by_key(sgl[i].lkey);
+        if (check_mr_access(m, p, sgl[i].addr, sgl[i].length, write ? access::local_write : 0) != MrError::ok)
             return Status::bad_lkey;
+        mrs[i] = m;
+    }
     return Status::ok;
 }
 
-Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
+Status Device::validate_send(const QpObj& q, const SendWr& wr, MrObj** mrs) const {
     if (!opcode_allowed(q.type, wr.opcode)) return Status::opcode_not_allowed;
     const bool atomic = is_atomic(wr.opcode);
     if (atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
@@ -308,7 +311,7 @@ Status Device::validate_send(const QpObj& q, const SendWr& wr) const {
     } else {
         // READ and atomic responses are written into the local SGEs: local write needed.
         const bool write = is_rd_atomic(wr.opcode);
-        if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write); s != Status::ok)
+        if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write, mrs); s != Status::ok)
             return s;
     }
     // Initiator depth 0: no READ or atomic may ever be outstanding, so one would wait for ever
@@ -336,8 +339,9 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->sq.full()) return Status::queue_full;
-        if (Status s = validate_send(*q, *wr); s != Status::ok) return s;
         const uint64_t n = q->sq.tail;
+        MrObj** mrs = &q->sq_mrs[q->sq.index(n) * q->attr.cap.max_send_sge];
+        if (Status s = validate_send(*q, *wr, mrs); s != Status::ok) return s;
         SendWqe& w = q->sq.at(n);
         w = SendWqe{};
         w.wr_id = wr->wr_id;
@@ -370,11 +374,11 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
             for (int i = 0; i < wr->num_sge; ++i) {
                 dst[i] = wr->sg_list[i];
                 len += wr->sg_list[i].length;
-                mr_by_key(dst[i].lkey)->pins.inc();  // validated above
+                mrs[i]->pins.inc();  // found and checked by validate_send
             }
             w.num_sge = uint32_t(wr->num_sge);
             w.pinned = true;
-            w.pinned_keys = dst;
+            w.pinned_mrs = mrs;
         }
         w.length = len;
         ++q->sq.tail;

@@ -138,7 +138,7 @@ struct SendWqe {
     uint32_t remote_qpn = 0;
     uint32_t remote_qkey = 0;
     bool pinned = false;          // the SGEs' MRs hold a pin each until the WQE retires
-    const Sge* pinned_keys = nullptr;  // the WQE's SGEs, for unpinning
+    MrObj* const* pinned_mrs = nullptr;  // one per SGE: a pinned MR cannot be deregistered
 };
 
 struct QpObj {
@@ -154,6 +154,7 @@ struct QpObj {
     Ring<SendWqe> sq;
     Ring<RecvWqe> rq;             // unused with an SRQ
     std::vector<Sge> sq_sges;     // cap.max_send_sge per ring slot
+    std::vector<MrObj*> sq_mrs;   // the same: the MR each SGE pins (found when it was checked)
     std::vector<Sge> rq_sges;     // cap.max_recv_sge per ring slot
     std::vector<uint8_t> sq_inline;  // cap.max_inline_data per ring slot
 
