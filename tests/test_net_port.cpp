@@ -58,6 +58,13 @@ struct Bench {
     NetPort net;
     Port& peer = wire.end(1);
 
+    // The times end 0 sends ARP frames at, from watch_arp() on (the wire's tap).
+    std::vector<uint64_t> arp_sent;
+    void watch_arp() {
+        wire.set_tap([this](int dir, const uint8_t* f, uint32_t, uint64_t t, Event ev) {
+            if (dir == 0 && ev == Event::sent && pkt::load_be16(f + 12) == 0x0806) arp_sent.push_back(t);
+        });
+    }
     void peer_send(const Bytes& b) {
         Frame f;
         REQUIRE(peer.alloc(f));
@@ -168,10 +175,8 @@ TEST_CASE("resolve() sends a byte-exact ARP request; the reply makes the entry r
 
 TEST_CASE("no answer: exactly `tries` ARP requests, retry_ns apart, then failed; a later call starts over") {
     Bench b;
-    std::vector<uint64_t> sent_at;
-    b.wire.set_tap([&](int dir, const uint8_t* f, uint32_t, uint64_t t, Event ev) {
-        if (dir == 0 && ev == Event::sent && pkt::load_be16(f + 12) == 0x0806) sent_at.push_back(t);
-    });
+    b.watch_arp();
+    const std::vector<uint64_t>& sent_at = b.arp_sent;
     const NetConfig cfg = net_config();
     const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
     pkt::Mac m{};
@@ -202,10 +207,8 @@ TEST_CASE("no answer: exactly `tries` ARP requests, retry_ns apart, then failed;
 
 TEST_CASE("a request the port refused (no buffer) is no try: sent again after unsent_retry_ns; the round still ends") {
     Bench b;
-    std::vector<uint64_t> sent_at;
-    b.wire.set_tap([&](int dir, const uint8_t* f, uint32_t, uint64_t t, Event ev) {
-        if (dir == 0 && ev == Event::sent && pkt::load_be16(f + 12) == 0x0806) sent_at.push_back(t);
-    });
+    b.watch_arp();
+    const std::vector<uint64_t>& sent_at = b.arp_sent;
     const NetConfig cfg = net_config();
     REQUIRE(cfg.unsent_retry_ns * 10 < cfg.retry_ns);
     const pkt::Ip6 gid = pkt::ipv4_mapped_gid(kIpB);
