@@ -14,8 +14,9 @@
 // neighbour solicitation to the solicited-node multicast address (other GIDs) and returns
 // resolving; rx_burst (and resolve) send the next try every retry_ns; after `tries` unanswered
 // requests the entry is failed, and a resolve() at least retry_ns later starts over. A request the
-// inner port refused (link down, no buffer) is no try: it goes again after unsent_retry_ns, and the
-// round fails tries x retry_ns after it began even if fewer requests left. A reachable
+// inner port refused (link down, no buffer) is no try (RFC 4861 7.2.2 counts transmissions): it
+// goes again after unsent_retry_ns, and the round fails tries x retry_ns after it began even if
+// fewer requests left. A reachable
 // entry older than reachable_ns is asked for again and still used meanwhile (RFC 4861 7.3.3, a
 // STALE entry): only `tries` unanswered requests fail it (static entries never age).
 //

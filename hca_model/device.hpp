@@ -331,6 +331,7 @@ private:
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
     void flush(QpObj* qp, bool sq = true, bool rq = true);  // outstanding WRs complete with IBV_WC_WR_FLUSH_ERR
     static Status sge_list_status(const Sge* sgl, int n, uint32_t max_sge);
+    static uint64_t sge_total(const Sge* sgl, int n);
     Status recv_wr_status(const RecvWr& wr, uint32_t max_sge) const;
     static void fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst);
     void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds

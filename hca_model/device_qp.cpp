@@ -276,13 +276,18 @@ Status Device::sge_list_status(const Sge* sgl, int n, uint32_t max_sge) {
     return Status::ok;
 }
 
+// The bytes an SGE list (its shape checked) names, in 64 bits: 2^31 SGEs of 2^32 - 1 fit.
+uint64_t Device::sge_total(const Sge* sgl, int n) {
+    uint64_t len = 0;
+    for (int i = 0; i < n; ++i) len += sgl[i].length;
+    return len;
+}
+
 // A receive WR when posted: its SGE list's shape, and its total length within the port's
 // max_msg_sz (as rxe's post_recv: invalid_argument). Its keys are checked at use.
 Status Device::recv_wr_status(const RecvWr& wr, uint32_t max_sge) const {
     if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, max_sge); s != Status::ok) return s;
-    uint64_t len = 0;
-    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
-    return len > port_.max_msg_sz ? Status::invalid_argument : Status::ok;
+    return sge_total(wr.sg_list, wr.num_sge) > port_.max_msg_sz ? Status::invalid_argument : Status::ok;
 }
 
 Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write, MrObj** mrs) const {
@@ -301,8 +306,7 @@ Status Device::validate_send(const QpObj& q, const SendWr& wr, MrObj** mrs) cons
     const bool atomic = is_atomic(wr.opcode);
     if (atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
     if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge); s != Status::ok) return s;
-    uint64_t len = 0;
-    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    const uint64_t len = sge_total(wr.sg_list, wr.num_sge);
     if (len > port_.max_msg_sz) return Status::invalid_argument;
     if (wr.send_flags & send_flag::inline_) {
         // Inline data is copied from process memory at post time; lkeys are not used (verbs).

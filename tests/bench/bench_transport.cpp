@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "packet/headers.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
 
 using namespace hcaemu;
@@ -132,7 +133,8 @@ double wire_mpps(uint32_t len) {
 // The case's data frames: Ethernet, IPv4, UDP, BTH, a RETH on WRITE, the payload up to the MTU
 // (1024), the ICRC. (READ requests are smaller and its responses carry an AETH instead.)
 uint32_t data_frame_len(WrOpcode op, uint32_t size) {
-    return 14 + 20 + 8 + 12 + (op == WrOpcode::rdma_write ? 16 : 0) + std::min<uint32_t>(size, 1024) + 4;
+    const size_t hdr = pkt::kEthLen + pkt::kIpv4Len + pkt::kUdpLen + pkt::kBthLen + pkt::kIcrcLen;
+    return uint32_t(hdr + (op == WrOpcode::rdma_write ? pkt::kRethLen : 0) + std::min<uint32_t>(size, 1024));
 }
 
 double memcpy_gbs(size_t bytes) {
