@@ -213,14 +213,19 @@ void Device::release(QpObj*, SendWqe& w) {
     }
 }
 
-void Device::retire_send(QpObj* q, Wc wc) {
+void Device::retire_send(QpObj* q, WcStatus status, WcOpcode opcode, uint32_t byte_len) {
     if (q->sq.empty()) return;
     SendWqe& w = q->sq.at(q->sq.head++);
     release(q, w);
-    wc.wr_id = w.wr_id;
-    wc.qp_num = q->qpn;
-    if (wc.status != WcStatus::success) counters().add(Counter::req_cqe_error);
-    if (w.signaled || wc.status != WcStatus::success) complete(q->send_cq, wc);
+    if (status != WcStatus::success) counters().add(Counter::req_cqe_error);
+    if (w.signaled || status != WcStatus::success)
+        complete_with(q->send_cq, false, [&](Wc& wc) {
+            wc.wr_id = w.wr_id;
+            wc.status = status;
+            wc.opcode = opcode;
+            wc.byte_len = byte_len;
+            wc.qp_num = q->qpn;
+        });
 }
 
 void Device::flush(QpObj* q, bool sq, bool rq) {

@@ -279,14 +279,10 @@ TEST_CASE("posted send WQEs pin their MRs until they retire or flush", "[mr][wr]
     CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 2);
     CHECK(f.mr.destroy() == Status::busy);
     QpObj* q = f.dev.qp_by_qpn(qp.qpn());
-    Wc ok;
-    f.dev.retire_send(q, ok);  // unsignaled and successful: no completion
+    f.dev.retire_send(q, WcStatus::success, WcOpcode::send, 8);  // unsignaled and successful: no completion
     CHECK(f.drain().empty());
     CHECK(f.dev.mr(f.mr.handle())->pins.sum() == 1);
-    Wc err;
-    err.status = WcStatus::rem_access_err;
-    err.opcode = WcOpcode::send;
-    f.dev.retire_send(q, err);  // errors complete even when unsignaled
+    f.dev.retire_send(q, WcStatus::rem_access_err, WcOpcode::send, 0);  // errors complete even when unsignaled
     auto wc = f.drain();
     REQUIRE(wc.size() == 1);
     CHECK(wc[0].wr_id == 5);
@@ -670,7 +666,7 @@ TEST_CASE("retire_send on an empty send queue changes nothing", "[qp]") {
     Fixture f;
     Qp qp = f.make_qp();
     QpObj* q = f.dev.qp_by_qpn(qp.qpn());
-    f.dev.retire_send(q, Wc{});
+    f.dev.retire_send(q, WcStatus::success, WcOpcode::send, 0);
     CHECK(q->sq.empty());
     CHECK(q->sq.count() == 0);
     CHECK(f.drain().empty());

@@ -46,11 +46,8 @@ bool retire_before(Hca& hca, QpCtx& c, uint32_t psn) {
             c.una = need;
             return false;
         }
-        Wc wc;
-        wc.opcode = wc_opcode_for(w.opcode);
-        wc.byte_len = w.length;
         t.started = false;
-        hca.retire(c, wc);
+        hca.retire(c, WcStatus::success, wc_opcode_for(w.opcode), w.length);
     }
     if (psn_after(psn, c.una)) {
         // A READ at the head is acknowledged only as far as its responses came.
@@ -175,11 +172,8 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
         }
         --c.rd_atomic_out;
         c.una = psn_next(psn);
-        Wc wc;
-        wc.opcode = wc_opcode_for(w.opcode);
-        wc.byte_len = 8;
         t.started = false;
-        retire(c, wc);
+        retire(c, WcStatus::success, wc_opcode_for(w.opcode), 8);
         progress(*this, c);
         return;
     }
@@ -215,11 +209,8 @@ void Hca::comp_handle(QpCtx& c, const pkt::Packet& p) {
     c.una = psn_next(psn);
     if (last) {
         --c.rd_atomic_out;
-        Wc wc;
-        wc.opcode = WcOpcode::rdma_read;
-        wc.byte_len = w.length;
         t.started = false;
-        retire(c, wc);
+        retire(c, WcStatus::success, WcOpcode::rdma_read, w.length);
     }
     progress(*this, c);
     schedule(c);  // a READ slot freed may let the next WQE go

@@ -252,23 +252,23 @@ Hca::Tx Hca::send_ack(QpCtx& c, uint8_t syndrome, uint32_t psn, uint32_t msn) {
     return send(h, 0, [](std::span<uint8_t>) { return true; }, &c.ftmpl);
 }
 
-void Hca::retire(QpCtx& c, const Wc& wc) {
+void Hca::retire(QpCtx& c, WcStatus status, WcOpcode op, uint32_t byte_len) {
     if (trace_fn_ && !c.qp->sq.empty()) {
-        Wc w = wc;
+        Wc w;
         w.wr_id = c.qp->sq.at(c.qp->sq.head).wr_id;
+        w.status = status;
+        w.opcode = op;
+        w.byte_len = byte_len;
         w.qp_num = c.qp->qpn;
         trace_wc(c.qp->qpn, w);
     }
     // rxe's rdma_sends: SEND WQEs completed successfully (as rdma_recvs counts the receive side).
-    if (wc.status == WcStatus::success && wc.opcode == WcOpcode::send) counters().add(Counter::rdma_sends);
-    dev_.retire_send(c.qp, wc);
+    if (status == WcStatus::success && op == WcOpcode::send) counters().add(Counter::rdma_sends);
+    dev_.retire_send(c.qp, status, op, byte_len);
 }
 
 void Hca::fatal(QpCtx& c, WcStatus status, WcOpcode op) {
-    Wc wc;
-    wc.status = status;
-    wc.opcode = op;
-    if (!c.qp->sq.empty()) retire(c, wc);
+    if (!c.qp->sq.empty()) retire(c, status, op, 0);
     c.failed_wqe = UINT64_MAX;
     // The error CQE reports it: no QP_FATAL, which applications take for a dying device (rxe's
     // completer and requester move the QP to ERR without an event, as for a Modify QP to ERR).

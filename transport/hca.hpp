@@ -188,7 +188,7 @@ public:
                         uint32_t bytes) {
         if (trace_fn_) trace_sges(k, qpn, psn, sges, nsge, off, bytes);
     }
-    void retire(QpCtx& c, const Wc& wc);           // completes the head send WQE
+    void retire(QpCtx& c, WcStatus status, WcOpcode op, uint32_t byte_len);  // completes the head send WQE
     // Error CQE on the head WQE; the QP to ERR (RC) or SQE (UC, UD), without an async event.
     void fatal(QpCtx& c, WcStatus status, WcOpcode op);
     // The requester cannot execute WQE n: it fails once every earlier WQE has completed.

@@ -196,11 +196,8 @@ void Hca::req_run(QpCtx& c) {
             c.next_off = 0;
             if (!rc) {
                 // UC and UD complete when the last packet leaves: nothing will acknowledge it.
-                Wc wc;
-                wc.opcode = wc_opcode_for(w.opcode);
-                wc.byte_len = w.length;
                 c.una = c.psn;
-                retire(c, wc);
+                retire(c, WcStatus::success, wc_opcode_for(w.opcode), w.length);
             }
         } else {
             c.next_off += plen;

@@ -317,21 +317,21 @@ Hca::Tx Hca::resp_send_ack(QpCtx& c, PendingAck& a) {
 
 // Completes the receive WQE the responder holds (rxe do_complete).
 void Hca::resp_complete(QpCtx& c, WcStatus st, WcOpcode op, uint32_t byte_len, const pkt::Packet* p) {
-    Wc wc;
-    wc.wr_id = c.rwqe.wr_id;
-    wc.status = st;
-    wc.opcode = op;
-    wc.byte_len = byte_len;
-    wc.qp_num = c.qp->qpn;
-    if (p && p->op->has(pkt::Ext::immdt)) {
-        wc.imm_data = p->h.imm;
-        wc.wc_flags |= wc_flag::with_imm;
-    }
     c.have_wqe = false;
     if (st != WcStatus::success) counters().add(Counter::resp_cqe_error);
     counters().add(Counter::rdma_recvs);
-    trace_wc(c.qp->qpn, wc);
-    dev_.complete(c.qp->recv_cq, wc, p && p->h.bth.se);
+    dev_.complete_with(c.qp->recv_cq, p && p->h.bth.se, [&](Wc& wc) {
+        wc.wr_id = c.rwqe.wr_id;
+        wc.status = st;
+        wc.opcode = op;
+        wc.byte_len = byte_len;
+        wc.qp_num = c.qp->qpn;
+        if (p && p->op->has(pkt::Ext::immdt)) {
+            wc.imm_data = p->h.imm;
+            wc.wc_flags |= wc_flag::with_imm;
+        }
+        trace_wc(c.qp->qpn, wc);
+    });
 }
 
 // UD: one packet a message, the Q_Key checked (IBTA ch. 10, Q_Keys: a mismatch drops the
@@ -367,22 +367,22 @@ void Hca::resp_ud(QpCtx& c, const pkt::Packet& p) {
         return;
     }
     trace_dma_sges(TraceKind::dma_write, q.qpn, psn, c.rsges.data(), nsge, 0, total);
-    Wc wc;
-    wc.wr_id = c.rwqe.wr_id;
-    wc.opcode = WcOpcode::recv;
-    wc.byte_len = total;
-    wc.qp_num = q.qpn;
-    wc.src_qp = p.h.deth.src_qp;
-    wc.wc_flags = wc_flag::grh;
-    if (p.op->has(pkt::Ext::immdt)) {
-        wc.imm_data = p.h.imm;
-        wc.wc_flags |= wc_flag::with_imm;
-    }
-    wc.sgid = source_gid(p.h);
     c.have_wqe = false;
     counters().add(Counter::rdma_recvs);
-    trace_wc(q.qpn, wc);
-    dev_.complete(q.recv_cq, wc, p.h.bth.se);
+    dev_.complete_with(q.recv_cq, p.h.bth.se, [&](Wc& wc) {
+        wc.wr_id = c.rwqe.wr_id;
+        wc.opcode = WcOpcode::recv;
+        wc.byte_len = total;
+        wc.qp_num = q.qpn;
+        wc.src_qp = p.h.deth.src_qp;
+        wc.wc_flags = wc_flag::grh;
+        if (p.op->has(pkt::Ext::immdt)) {
+            wc.imm_data = p.h.imm;
+            wc.wc_flags |= wc_flag::with_imm;
+        }
+        wc.sgid = source_gid(p.h);
+        trace_wc(q.qpn, wc);
+    });
 }
 
 }  // namespace hcaemu::transport
