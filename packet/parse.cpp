@@ -20,7 +20,22 @@ uint16_t inet_fold(uint32_t sum) {
 
 }  // namespace
 
-uint16_t ipv4_header_checksum(const uint8_t* ip) { return inet_fold(inet_sum(ip, kIpv4Len, 0)); }
+// Five 32-bit words in native order, folded: the one's complement sum is the same in either byte
+// order, swapped (RFC 1071 2(B)), so one swap at the end stands for one per 16-bit word.
+uint16_t ipv4_header_checksum(const uint8_t* ip) {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < kIpv4Len; i += 4) {
+        uint32_t w;
+        std::memcpy(&w, ip + i, 4);
+        sum += w;
+    }
+    sum = (sum & 0xFFFFFFFF) + (sum >> 32);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    const uint16_t r = uint16_t(~sum);
+    return uint16_t(r << 8 | r >> 8);
+}
 
 uint16_t udp_checksum(const uint8_t* l3, bool ipv6) {
     // RFC 768 / RFC 8200 8.1 pseudo header: addresses, protocol, UDP length.
