@@ -283,9 +283,10 @@ public:
     // UC and UD: a completion error on the send side moves the QP to SQE (IBTA 10.3.1): the send
     // queue is flushed, receives go on; Modify QP SQE -> RTS resumes sending.
     void qp_to_sqe(QpObj* qp);
-    // Retires the oldest send WQE: unpins its MRs and AH and, when it is signaled or `wc` is an
-    // error (errors always complete, IBTA ch. 10), writes `wc` (wr_id and qp_num filled in) to the
-    // send CQ. Completions leave in posting order because only the head retires.
+    // Retires the oldest send WQE: unpins its MRs and AH and, when it is signaled or `status` is
+    // an error (errors always complete, IBTA ch. 10), writes a CQE with `status`, `opcode` and
+    // `byte_len` (wr_id and qp_num from the WQE) to the send CQ. Completions leave in posting
+    // order because only the head retires.
     void retire_send(QpObj* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len);
     // Takes the next receive WQE of a QP (its RQ or its SRQ) for an incoming message, copying its
     // SGEs into `sges` (room for the queue's max_sge); raises the SRQ limit event when the SRQ

@@ -29,11 +29,9 @@ uint16_t ipv4_header_checksum(const uint8_t* ip) {
         std::memcpy(&w, ip + i, 4);
         sum += w;
     }
-    sum = (sum & 0xFFFFFFFF) + (sum >> 32);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    const uint16_t r = uint16_t(~sum);
+    sum = (sum & 0xFFFFFFFF) + (sum >> 32);  // at most 33 bits
+    sum = (sum & 0xFFFFFFFF) + (sum >> 32);  // 32
+    const uint16_t r = inet_fold(uint32_t(sum));
     return uint16_t(r << 8 | r >> 8);
 }
 
