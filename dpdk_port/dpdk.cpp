@@ -31,10 +31,24 @@ extern "C" {
 #include <cstring>
 
 #include "dpdk_port/fault_guard.hpp"
+#include "dpdk_port/prefault.hpp"
 
 namespace hcaemu::port {
 
 namespace {
+
+// The pool's memory: the mbufs' data rooms are not written when the pool is made (only their
+// headers), and DPDK without hugepages backs them with a memfd, page by page.
+uint64_t prefault_pool(rte_mempool* mp) {
+    uint64_t bytes = 0;
+    rte_mempool_mem_iter(
+        mp,
+        [](rte_mempool*, void* opaque, rte_mempool_memhdr* h, unsigned) {
+            *static_cast<uint64_t*>(opaque) += prefault(h->addr, h->len);
+        },
+        &bytes);
+    return bytes;
+}
 
 // The value of devarg `key` in "a=1,key=2" (vdev arguments), or `dflt`.
 uint32_t devarg_u32(const std::string& args, const std::string& key, uint32_t dflt) {
@@ -471,6 +485,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(uint16_t port_id, const DpdkPortConfig&
                 " bytes: " + rte_strerror(rte_errno);
         return nullptr;
     }
+    p->prefaulted_pool_ = prefault_pool(p->pool_);
     rte_eth_conf conf{};
     p->lsc_ = di.dev_flags && (*di.dev_flags & RTE_ETH_DEV_INTR_LSC);
     if (p->lsc_) conf.intr_conf.lsc = 1;
@@ -559,6 +574,10 @@ void DpdkPort::update_link() {
     const bool up = l.link_status == RTE_ETH_LINK_UP;
     if (link_.exchange(up, std::memory_order_acq_rel) != up) {
         (up ? up_events_ : down_events_).fetch_add(1);
+        // A new connection's shared regions (rings and buffers, mapped by the PMD at connect),
+        // before the first burst: once per connect, on the thread that reads the link.
+        if (up && memif_)
+            prefaulted_link_.fetch_add(prefault_mappings("/memfd:memif_region_"), std::memory_order_relaxed);
         if (!up && memif_client_) next_reconnect_tsc_ = 0;  // the server went away: reconnect now
     }
 }
@@ -580,6 +599,8 @@ LinkStats DpdkPort::link_stats() const {
         lost += q->fc.lost.load(std::memory_order_relaxed);
     }
     LinkStats l{up_events_.load(), down_events_.load(), polls_while_down_, reconnects_, faults, lost};
+    l.prefaulted_pool_bytes = prefaulted_pool_;
+    l.prefaulted_link_bytes = prefaulted_link_.load(std::memory_order_relaxed);
     rte_eth_stats e{};
     if (open_ && rte_eth_stats_get(port_, &e) == 0) {
         l.pmd_ipackets = e.ipackets;

@@ -74,6 +74,10 @@ struct LinkStats {
     uint64_t reconnects = 0;  // a memif client's restarts: at a link down, then 200 ms after a failed one, 5 s after a connect
     uint64_t burst_faults = 0;      // memif bursts cut short by a fault in the PMD (peer's memory gone)
     uint64_t frames_lost_in_fault = 0;  // tx frames of those bursts, left to the PMD (never reused)
+    // Memory mapped ahead of its first touch (prefault.hpp), so that no burst takes a page fault
+    // on a buffer's first use: the pool's at open, each memif connection's shared regions at link up.
+    uint64_t prefaulted_pool_bytes = 0;
+    uint64_t prefaulted_link_bytes = 0;
     // The PMD's own counters (rte_eth_stats_get): frames it counts in and out, its errors, and
     // receives it refused for want of an mbuf. Beside tx_frames/rx_frames they show frames lost
     // inside the driver.
@@ -178,6 +182,8 @@ private:
     std::atomic<bool> link_{true};
     std::atomic<uint64_t> up_events_{0};
     std::atomic<uint64_t> down_events_{0};
+    uint64_t prefaulted_pool_ = 0;
+    std::atomic<uint64_t> prefaulted_link_{0};
     uint64_t polls_while_down_ = 0;
     bool memif_ = false;
     bool memif_client_ = false;

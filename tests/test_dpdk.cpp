@@ -20,8 +20,12 @@ extern "C" {
 
 #include <filesystem>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/dpdk.hpp"
+#include "dpdk_port/prefault.hpp"
 #include "tools/hcaemu/sim_pair.hpp"
 #include "transport/hca.hpp"
 
@@ -86,6 +90,60 @@ TEST_CASE("DPDK port: an exhausted pool refuses alloc, then recovers", "[dpdk]")
     for (auto& h : held) rp.a->free(h);
     CHECK(rp.a->alloc(f));
     rp.a->free(f);
+}
+
+namespace {
+// Pages of [p, p + n) the kernel has mapped (mincore).
+size_t resident_pages(void* p, size_t n) {
+    const size_t pg = size_t(getpagesize());
+    std::vector<unsigned char> v((n + pg - 1) / pg);
+    REQUIRE(mincore(p, n, v.data()) == 0);
+    size_t k = 0;
+    for (unsigned char c : v) k += c & 1;
+    return k;
+}
+}  // namespace
+
+TEST_CASE("prefault: every page mapped before its first touch, contents untouched; the pool's at open", "[dpdk]") {
+    const size_t pg = size_t(getpagesize()), n = 64 * pg;
+    // Private anonymous memory, a few pages written first: all mapped after, none changed.
+    auto* a = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(a != MAP_FAILED);
+    for (size_t i = 0; i < 8 * pg; ++i) a[i] = uint8_t(i * 7 + 1);
+    CHECK(resident_pages(a, n) == 8);
+    CHECK(port::prefault(a + 100, n - 200) == n);  // whole pages around the range
+    CHECK(resident_pages(a, n) == 64);
+    bool same = true;
+    for (size_t i = 0; i < n; ++i) same &= a[i] == (i < 8 * pg ? uint8_t(i * 7 + 1) : 0);
+    CHECK(same);
+    CHECK(port::prefault(a, 0) == 0);
+    // Read-only memory is refused, not written.
+    REQUIRE(mprotect(a, n, PROT_READ) == 0);
+    CHECK(port::prefault(a, n) == 0);
+    munmap(a, n);
+
+    // A shared memfd found by its name in /proc/self/maps (as memif's regions are).
+    const int fd = memfd_create("hcaemu_prefault_test", 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(n)) == 0);
+    auto* m = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    REQUIRE(m != MAP_FAILED);
+    m[5 * pg] = 0xA5;
+    CHECK(resident_pages(m, n) == 1);
+    CHECK(port::prefault_mappings("/memfd:hcaemu_prefault_test") == n);
+    CHECK(resident_pages(m, n) == 64);
+    CHECK(m[5 * pg] == 0xA5);
+    CHECK(port::prefault_mappings("/memfd:hcaemu_no_such_mapping") == 0);
+    munmap(m, n);
+    close(fd);
+
+    // The port's pool: every mbuf's data room, at open; no link regions on net_ring.
+    RingPair rp("tpf", 64);
+    const port::LinkStats ls = rp.a->link_stats();
+    const uint64_t mbufs = 1024 + 1024 + 64;  // rx and tx descriptors, extra
+    CHECK(ls.prefaulted_pool_bytes >= mbufs * (RTE_MBUF_DEFAULT_DATAROOM + RTE_PKTMBUF_HEADROOM));
+    CHECK(ls.prefaulted_pool_bytes % pg == 0);
+    CHECK(ls.prefaulted_link_bytes == 0);
 }
 
 TEST_CASE("DPDK port: frames taken in bulk and freed in bulk all go back to the pool", "[dpdk]") {

@@ -619,6 +619,11 @@ def check_stats(hc):
                all(st.get(f"perf.turn_{k}_turns") == turns for k in ("acks_timers", "requesters", "whole")) and
                sum(st.get(f"perf.turn_{k}_mean_ns", 0) * st.get(f"perf.turn_{k}_turns", 0) for k in steps)
                <= (st.get("perf.turn_whole_mean_ns", 0) + 1) * turns, err)
+        # the buffers mapped before the first frame (dpdk_port/prefault.hpp): the pool's 4096 mbufs
+        # of at least 2176 bytes, and memif's region, whose buffers alone are 2 rings of 1024 x bsize
+        expect("read_lat --stats: the %s's pool and memif region prefaulted" % side,
+               st.get("link.prefaulted_pool_bytes", 0) >= 4096 * 2176 and
+               st.get("link.prefaulted_link_bytes", 0) >= 2 * 1024 * 10240, err)
     expect("read_lat --stats: counters that are zero are not printed", all(v != 0 for k, v in cli.items()
                                                                            if not k.startswith("perf.")), r[5])
 

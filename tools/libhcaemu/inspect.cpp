@@ -109,6 +109,8 @@ Counts link_counts(port::DpdkPort& d) {
             {"reconnects", l.reconnects},
             {"burst_faults", l.burst_faults},
             {"frames_lost_in_fault", l.frames_lost_in_fault},
+            {"prefaulted_pool_bytes", l.prefaulted_pool_bytes},
+            {"prefaulted_link_bytes", l.prefaulted_link_bytes},
             {"pmd_ipackets", l.pmd_ipackets},
             {"pmd_opackets", l.pmd_opackets},
             {"pmd_ierrors", l.pmd_ierrors},
