@@ -574,11 +574,20 @@ void DpdkPort::update_link() {
     const bool up = l.link_status == RTE_ETH_LINK_UP;
     if (link_.exchange(up, std::memory_order_acq_rel) != up) {
         (up ? up_events_ : down_events_).fetch_add(1);
-        // A new connection's shared regions (rings and buffers, mapped by the PMD at connect),
-        // before the first burst: once per connect, on the thread that reads the link.
-        if (up && memif_)
-            prefaulted_link_.fetch_add(prefault_mappings("/memfd:memif_region_"), std::memory_order_relaxed);
+        if (up && memif_) prefault_memif();
         if (!up && memif_client_) next_reconnect_tsc_ = 0;  // the server went away: reconnect now
+    }
+}
+
+// A new connection's shared regions (rings and buffers, mapped by the PMD at connect), before the
+// first burst: once per connect, on the thread that reads the link. Under the fault guard, as a
+// burst: the interrupt thread unmaps them if the peer leaves meanwhile.
+void DpdkPort::prefault_memif() {
+    for (const Mapped& m : find_mappings("/memfd:memif_region_")) {
+        uint64_t got = 0;
+        uint16_t unused = 0;
+        if (!guarded([&] { got = prefault(m.p, m.n); return uint16_t(0); }, unused)) return;
+        prefaulted_link_.fetch_add(got, std::memory_order_relaxed);
     }
 }
 

@@ -158,6 +158,7 @@ private:
     uint16_t tx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc);
     uint16_t rx_on(uint16_t q, Frame* frames, uint16_t n, PortStats& st, FaultCount& fc);
     void update_link();
+    void prefault_memif();
     bool link_ok();  // per burst: false while a watched link is down
     void reconnect();  // memif client: stop and start the ethdev, which connects again
     void on_burst_fault();

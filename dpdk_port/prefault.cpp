@@ -20,9 +20,9 @@ uint64_t prefault(void* p, size_t n) {
     return e - a;
 }
 
-uint64_t prefault_mappings(std::string_view name) {
+std::vector<Mapped> find_mappings(std::string_view name) {
     std::ifstream maps("/proc/self/maps");
-    uint64_t bytes = 0;
+    std::vector<Mapped> out;
     for (std::string line; std::getline(maps, line);) {
         if (line.find(name) == std::string::npos) continue;
         // "start-end perms offset dev inode name", addresses in hex
@@ -32,9 +32,9 @@ uint64_t prefault_mappings(std::string_view name) {
         if (r.ec != std::errc() || r.ptr == end || *r.ptr != '-') continue;
         r = std::from_chars(r.ptr + 1, end, e, 16);
         if (r.ec != std::errc() || e <= a) continue;
-        bytes += prefault(reinterpret_cast<void*>(a), e - a);
+        out.push_back({reinterpret_cast<void*>(a), size_t(e - a)});
     }
-    return bytes;
+    return out;
 }
 
 }  // namespace hcaemu::port

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace hcaemu::port {
 
@@ -18,8 +19,13 @@ namespace hcaemu::port {
 // an older kernel): then nothing is touched.
 uint64_t prefault(void* p, size_t n);
 
-// prefault() on every mapping of this process whose /proc/self/maps name contains `name`
-// (e.g. "/memfd:memif_region_"). Returns the bytes populated.
-uint64_t prefault_mappings(std::string_view name);
+// The mappings of this process whose /proc/self/maps name contains `name` (e.g.
+// "/memfd:memif_region_"), for prefault(): read first, so that a caller can touch them under a
+// fault guard when another thread may unmap them.
+struct Mapped {
+    void* p;
+    size_t n;
+};
+std::vector<Mapped> find_mappings(std::string_view name);
 
 }  // namespace hcaemu::port

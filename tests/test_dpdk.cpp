@@ -130,10 +130,14 @@ TEST_CASE("prefault: every page mapped before its first touch, contents untouche
     REQUIRE(m != MAP_FAILED);
     m[5 * pg] = 0xA5;
     CHECK(resident_pages(m, n) == 1);
-    CHECK(port::prefault_mappings("/memfd:hcaemu_prefault_test") == n);
+    const auto found = port::find_mappings("/memfd:hcaemu_prefault_test");
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].p == m);
+    CHECK(found[0].n == n);
+    CHECK(port::prefault(found[0].p, found[0].n) == n);
     CHECK(resident_pages(m, n) == 64);
     CHECK(m[5 * pg] == 0xA5);
-    CHECK(port::prefault_mappings("/memfd:hcaemu_no_such_mapping") == 0);
+    CHECK(port::find_mappings("/memfd:hcaemu_no_such_mapping").empty());
     munmap(m, n);
     close(fd);
 
