@@ -320,16 +320,20 @@ TEST_CASE("two in-process contexts on a net_ring pair: RC SEND and WRITE through
     REQUIRE(st.net.size() == port::kNetStatCount);
     for (size_t i = 0; i < port::kNetStatCount; ++i) CHECK(st.net[i].first == port::kNetStatNames[i]);
     CHECK(st.net[0].second == 1);  // b answered one ARP request from a
-    REQUIRE(st.link.size() == 19);
+    REQUIRE(st.link.size() == 21);
     CHECK(st.link[0] == std::pair<std::string, uint64_t>("link_up", 1));
     CHECK(st.link[3].first == "rx_frames");
     CHECK(st.link[3].second >= 5);  // the 4 RoCE frames and a's ARP request at least
     // the PMD's own count: net_ring loses nothing, so it saw exactly what the port took
-    CHECK(st.link[13].first == "pmd_ipackets");
-    CHECK(st.link[13].second == st.link[3].second);
-    CHECK(st.link[14].first == "pmd_opackets");
-    CHECK(st.link[14].second == st.link[1].second);
-    CHECK(st.link[18] == std::pair<std::string, uint64_t>("pmd_rx_nombuf", 0));
+    // the pool mapped at open (dpdk_port/prefault.hpp); net_ring shares no region with a peer
+    CHECK(st.link[13].first == "prefaulted_pool_bytes");
+    CHECK(st.link[13].second > 0);
+    CHECK(st.link[14] == std::pair<std::string, uint64_t>("prefaulted_link_bytes", 0));
+    CHECK(st.link[15].first == "pmd_ipackets");
+    CHECK(st.link[15].second == st.link[3].second);
+    CHECK(st.link[16].first == "pmd_opackets");
+    CHECK(st.link[16].second == st.link[1].second);
+    CHECK(st.link[20] == std::pair<std::string, uint64_t>("pmd_rx_nombuf", 0));
     CHECK(st.daemon.empty());
 
     REQUIRE(b->res_list(api::ResKind::qp, rl) == Status::ok);
