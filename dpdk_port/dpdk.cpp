@@ -37,19 +37,6 @@ namespace hcaemu::port {
 
 namespace {
 
-// The pool's memory: the mbufs' data rooms are not written when the pool is made (only their
-// headers), and DPDK without hugepages backs them with a memfd, page by page.
-uint64_t prefault_pool(rte_mempool* mp) {
-    uint64_t bytes = 0;
-    rte_mempool_mem_iter(
-        mp,
-        [](rte_mempool*, void* opaque, rte_mempool_memhdr* h, unsigned) {
-            *static_cast<uint64_t*>(opaque) += prefault(h->addr, h->len);
-        },
-        &bytes);
-    return bytes;
-}
-
 // The value of devarg `key` in "a=1,key=2" (vdev arguments), or `dflt`.
 uint32_t devarg_u32(const std::string& args, const std::string& key, uint32_t dflt) {
     size_t pos = 0;
@@ -589,6 +576,17 @@ void DpdkPort::prefault_memif() {
         if (!guarded([&] { got = prefault(m.p, m.n); return uint16_t(0); }, unused)) return;
         prefaulted_link_.fetch_add(got, std::memory_order_relaxed);
     }
+}
+
+uint64_t prefault_pool(rte_mempool* mp) {
+    uint64_t bytes = 0;
+    rte_mempool_mem_iter(
+        mp,
+        [](rte_mempool*, void* opaque, rte_mempool_memhdr* h, unsigned) {
+            *static_cast<uint64_t*>(opaque) += prefault(h->addr, h->len);
+        },
+        &bytes);
+    return bytes;
 }
 
 bool DpdkPort::link_up() {

@@ -28,6 +28,8 @@ extern "C" {
 #include <rte_mbuf.h>
 }
 
+#include "dpdk_port/dpdk.hpp"
+#include "dpdk_port/prefault.hpp"
 #include "transport/turn_profile.hpp"
 
 namespace {
@@ -244,15 +246,20 @@ int main(int argc, char** argv) {
     g_hz = rte_get_tsc_hz();
     if (rte_eth_dev_count_avail() != 1) die("want exactly one port (a --vdev)");
     // The pool as hcaemu's DpdkPort makes it for this link MTU (one mbuf a frame: MTU + 18, at least
-    // DPDK's default 2048; rings and 2048 more), so that the bound touches as much memory a frame.
+    // DPDK's default 2048; rings and 2048 more), so that the bound touches as much memory a frame,
+    // and mapped ahead as DpdkPort maps it (so are memif's regions, below).
     const uint32_t room = std::max<uint32_t>(o.mtu + 18, RTE_MBUF_DEFAULT_DATAROOM) + RTE_PKTMBUF_HEADROOM;
     rte_mempool* pool = rte_pktmbuf_pool_create("wire", 1024 + 1024 + 2048, 256, 0, uint16_t(room), 0);
     if (!pool) die("mempool");
+    hcaemu::port::prefault_pool(pool);
     rte_eth_conf conf{};
     if (rte_eth_dev_configure(kPort, 1, 1, &conf) != 0 || rte_eth_rx_queue_setup(kPort, 0, 1024, 0, nullptr, pool) != 0 ||
         rte_eth_tx_queue_setup(kPort, 0, 1024, 0, nullptr) != 0 || rte_eth_dev_start(kPort) != 0)
         die("port setup");
     wait_link(20);
+    // Before the first frame; the peer leaves only at the end (no fault guard needed here).
+    for (const hcaemu::port::Mapped& m : hcaemu::port::find_mappings("/memfd:memif_region_"))
+        hcaemu::port::prefault(m.p, m.n);
     int rc = 0;
     if (o.mode == "sink" || o.mode == "echo") rc = run_rx(o, o.mode == "echo");
     else if (o.mode == "send") rc = run_send(o, pool);
