@@ -13,6 +13,7 @@ then SIGTERM with a client holding objects: the client sees alive() false and ty
 the daemon exits 0 and removes its socket. Each part is bounded (60 s)."""
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -81,6 +82,22 @@ class Nodes:
 
 def objects_of(objs, pid):
     return [o for o in objs if o[3] == str(pid)]
+
+
+def ring_mappings(pid):
+    """The hcaemu-cq/qp/srq memfd mappings of a process: (name, Size kB, Rss kB) from its smaps."""
+    out, cur = [], None
+    with open('/proc/%d/smaps' % pid) as f:
+        for line in f:
+            parts = line.split()
+            if re.match(r'^[0-9a-f]+-[0-9a-f]+$', parts[0] if parts else ''):
+                name = ' '.join(parts[5:])
+                cur = [name, 0, 0] if re.search(r'/memfd:hcaemu-(cq|qp|srq)\b', name) else None
+                if cur:
+                    out.append(cur)
+            elif cur and parts[0] in ('Size:', 'Rss:'):
+                cur[1 if parts[0] == 'Size:' else 2] = int(parts[1])
+    return [tuple(x) for x in out]
 
 
 def main():
@@ -172,6 +189,12 @@ def main():
         nodes.procs.append(hold)
         check(wait_for(lambda: os.path.exists(os.path.join(d, 'held')) or hold.poll() is not None, LIMIT),
               'hold: the client holds its objects')
+        # The shared rings are mapped whole on both sides at creation, before any traffic
+        # (dpdk_port/prefault.hpp): every page resident in the daemon and in the client.
+        for who, pid in (('hcaemud', daemon.pid), ('the client', hold.pid)):
+            rings = ring_mappings(pid)
+            check(len(rings) >= 2 and all(rss == size for _, size, rss in rings),
+                  'hold: %s\'s CQ and QP rings resident before any traffic: %s' % (who, rings))
         daemon.send_signal(signal.SIGTERM)
         out = nodes.finish(hold, expect_ok=False)
         check(hold.returncode == 0 and 'OK hold' in out, 'hold: the client saw the shutdown and its calls fail typed')

@@ -20,6 +20,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "dpdk_port/prefault.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/inspect.hpp"
 #include "tools/libhcaemu/proto_attr.hpp"
@@ -82,7 +83,8 @@ RingV init_ring(uint8_t* base, shm::RingKind kind, uint32_t cap, uint32_t esz) {
 }
 
 // A memfd of `bytes`, mapped, sealed against any size change (F_SEAL_SHRINK|GROW|SEAL): the
-// client can neither cut the mapping under us (SIGBUS) nor grow it.
+// client can neither cut the mapping under us (SIGBUS) nor grow it. Mapped whole at once
+// (prefault.hpp): the lanes' first use of each ring page takes no fault.
 bool make_ring_fd(const char* name, size_t bytes, int& fd, Mapping& m) {
     fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return false;
@@ -94,6 +96,7 @@ bool make_ring_fd(const char* name, size_t bytes, int& fd, Mapping& m) {
         fd = -1;
         return false;
     }
+    port::prefault(p, bytes);
     m = Mapping(p, bytes);
     return true;
 }

@@ -28,6 +28,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "dpdk_port/prefault.hpp"
 #include "tools/attach/attach.hpp"
 #include "tools/libhcaemu/api.hpp"
 #include "tools/libhcaemu/cm.hpp"
@@ -393,7 +394,8 @@ struct Mapping {
         p = nullptr;
         n = 0;
     }
-    // Maps `bytes` of `fd` shared (after checking the file is that long); closes fd either way.
+    // Maps `bytes` of `fd` shared (after checking the file is that long), every page at once
+    // (prefault.hpp: the daemon may be writing the ring already); closes fd either way.
     bool map(int fd, uint64_t bytes) {
         struct stat st{};
         bool ok = fd >= 0 && bytes > 0 && bytes < (uint64_t(1) << 40) && ::fstat(fd, &st) == 0 &&
@@ -402,6 +404,7 @@ struct Mapping {
             void* q = ::mmap(nullptr, size_t(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             ok = q != MAP_FAILED;
             if (ok) {
+                port::prefault(q, size_t(bytes));
                 reset();
                 p = q;
                 n = size_t(bytes);
