@@ -110,7 +110,7 @@ TEST_CASE("prefault: every page mapped before its first touch, contents untouche
     auto* a = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(a != MAP_FAILED);
     for (size_t i = 0; i < 8 * pg; ++i) a[i] = uint8_t(i * 7 + 1);
-    CHECK(resident_pages(a, n) == 8);
+    CHECK(resident_pages(a, n) < 64);  // 8, or more where the kernel faults in larger folios
     CHECK(port::prefault(a + 100, n - 200) == n);  // whole pages around the range
     CHECK(resident_pages(a, n) == 64);
     bool same = true;
@@ -129,7 +129,7 @@ TEST_CASE("prefault: every page mapped before its first touch, contents untouche
     auto* m = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
     REQUIRE(m != MAP_FAILED);
     m[5 * pg] = 0xA5;
-    CHECK(resident_pages(m, n) == 1);
+    CHECK(resident_pages(m, n) < 64);
     const auto found = port::find_mappings("/memfd:hcaemu_prefault_test");
     REQUIRE(found.size() == 1);
     CHECK(found[0].p == m);
