@@ -572,8 +572,7 @@ void DpdkPort::update_link() {
 void DpdkPort::prefault_memif() {
     for (const Mapped& m : find_mappings("/memfd:memif_region_")) {
         uint64_t got = 0;
-        uint16_t unused = 0;
-        if (!guarded([&] { got = prefault(m.p, m.n); return uint16_t(0); }, unused)) return;
+        if (!guarded([&] { return prefault(m.p, m.n); }, got)) return;
         prefaulted_link_.fetch_add(got, std::memory_order_relaxed);
     }
 }

@@ -23,8 +23,8 @@ bool install_fault_guard();
 
 // Runs fn() and stores its result in `out`: true; or false when a SIGSEGV/SIGBUS interrupted it.
 // Needs install_fault_guard(). Cost: one sigsetjmp without the signal mask (no system call).
-template <class Fn>
-bool guarded(Fn&& fn, uint16_t& out) {
+template <class Fn, class T>
+bool guarded(Fn&& fn, T& out) {
     sigjmp_buf env;
     if (sigsetjmp(env, 0) != 0) {  // 0: the handler runs with SA_NODEFER, the mask needs no restore
         fault_guard_detail::t_env = nullptr;
