@@ -1,5 +1,7 @@
 #include "packet/parse.hpp"
 
+#include <bit>
+
 #include "packet/bytes.hpp"
 #include "packet/icrc.hpp"
 
@@ -31,8 +33,8 @@ uint16_t ipv4_header_checksum(const uint8_t* ip) {
     }
     sum = (sum & 0xFFFFFFFF) + (sum >> 32);  // at most 33 bits
     sum = (sum & 0xFFFFFFFF) + (sum >> 32);  // 32
-    const uint16_t r = inet_fold(uint32_t(sum));
-    return uint16_t(r << 8 | r >> 8);
+    const uint16_t r = inet_fold(uint32_t(sum));  // in the words' memory order
+    return std::endian::native == std::endian::big ? r : uint16_t(r << 8 | r >> 8);
 }
 
 uint16_t udp_checksum(const uint8_t* l3, bool ipv6) {
