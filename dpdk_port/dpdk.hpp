@@ -202,9 +202,9 @@ private:
 // Returns their port ids.
 bool make_ring_pair(const std::string& name, uint16_t& a, uint16_t& b, std::string& error, uint16_t queues = 1);
 
-// prefault() (prefault.hpp) on every chunk of a mempool's memory; the bytes populated. The mbufs'
-// data rooms are not written when a pool is made (only their headers), and DPDK without
-// hugepages backs them with a memfd, page by page.
+// prefault() (prefault.hpp) on every chunk of a mempool's memory; the bytes populated. A pool's
+// creation writes only the mbufs' headers (rooms larger than a page leave most pages untouched),
+// and DPDK without hugepages backs them with a memfd, page by page.
 uint64_t prefault_pool(rte_mempool* mp);
 
 }  // namespace hcaemu::port
