@@ -1,8 +1,10 @@
 #include "dpdk_port/prefault.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <fstream>
@@ -18,6 +20,23 @@ uint64_t prefault(void* p, size_t n) {
     for (uintptr_t x = a; x < e; x += pg)
         std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(x)).fetch_or(0, std::memory_order_relaxed);
     return e - a;
+}
+
+uint64_t prefault_data(int fd, uint64_t off, void* p, size_t n) {
+    const int own = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (own < 0) return 0;
+    uint64_t done = 0;
+    const uint64_t end = off + n;
+    for (uint64_t at = off; at < end;) {  // each extent of data
+        const off_t d = lseek(own, off_t(at), SEEK_DATA);
+        if (d < 0 || uint64_t(d) >= end) break;  // ENXIO: no data after `at`
+        const off_t h = lseek(own, d, SEEK_HOLE);
+        const uint64_t e = h < 0 ? end : std::min<uint64_t>(uint64_t(h), end);
+        done += prefault(static_cast<uint8_t*>(p) + (uint64_t(d) - off), e - uint64_t(d));
+        at = e;
+    }
+    close(own);
+    return done;
 }
 
 std::vector<Mapped> find_mappings(std::string_view name) {

@@ -19,6 +19,15 @@ namespace hcaemu::port {
 // an older kernel): then nothing is touched.
 uint64_t prefault(void* p, size_t n);
 
+// prefault() of the parts of a shared mapping of fd that hold data: [p, p + n) maps fd's bytes
+// from `off` (page-aligned) on, and only its data extents (lseek SEEK_DATA/SEEK_HOLE) are faulted
+// in. For memory another process owns (a client's memfd): no page it never had is allocated here,
+// and the cost follows its data, not the mapping's size (a sparse file may map terabytes). fd is
+// read through a description of its own (/proc/self/fd), so no shared file offset moves.
+// Returns the bytes populated; 0 where the file cannot be reopened. (A file system without holes,
+// hugetlbfs, reports all of it as data.)
+uint64_t prefault_data(int fd, uint64_t off, void* p, size_t n);
+
 // The mappings of this process whose /proc/self/maps name contains `name` (e.g.
 // "/memfd:memif_region_"), for prefault(): read first, so that a caller can touch them under a
 // fault guard when another thread may unmap them.

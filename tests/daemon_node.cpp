@@ -906,7 +906,13 @@ int run_churn(const std::string& sock, int rounds) {
 // ---- hold: a client present when the daemon stops ----
 int run_hold(const std::string& sock, const std::string& dir) {
     Node n;
-    setup(n, sock, 4096);
+    setup(n, sock, 65536);  // 64 KiB, every byte read by setup's check: the memfd has each page
+    // A second MR whose memory was never touched: the memfd has no page of it, and the daemon's
+    // mapping must allocate none (check_daemon reads both in the daemon's smaps).
+    auto spare = n.ctx->alloc_buffer(1 << 20);
+    check_st(spare.status, "alloc_buffer (untouched)");
+    auto smr = n.ctx->reg_mr(*n.pd, spare.value.data, 1 << 20, access::local_write);
+    check_st(smr.status, "reg_mr (untouched)");
     publish(dir, "held", {});
     const auto end = Clock::now() + std::chrono::seconds(30);
     while (n.ctx->alive()) {

@@ -21,6 +21,8 @@ extern "C" {
 #include <filesystem>
 
 #include <sys/mman.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dpdk_port/clock.hpp"
@@ -164,6 +166,77 @@ TEST_CASE("prefault: every page mapped before its first touch, contents untouche
         },
         &pool_bytes);
     CHECK(pool_bytes == ls.prefaulted_pool_bytes);
+}
+
+namespace {
+// The Rss (kB) of this process's mapping that starts at p, from /proc/self/smaps.
+long mapping_rss_kb(const void* p) {
+    char start[32];
+    std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    REQUIRE(f);
+    char line[512];
+    bool in = false;
+    long rss = -1;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strchr(line, '-') && std::strncmp(line, start, std::strlen(start)) == 0) in = true;
+        else if (in && std::sscanf(line, "Rss: %ld kB", &rss) == 1) break;
+    }
+    std::fclose(f);
+    return rss;
+}
+}  // namespace
+
+TEST_CASE("prefault_data: a second mapping of a memfd gets the memfd's pages, and no new one", "[dpdk]") {
+    const size_t pg = size_t(getpagesize()), n = 64 * pg;
+    const int fd = memfd_create("hcaemu_prefault_data", 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(n)) == 0);
+    // The owner's view: pages 0, 1 and 5 written, the rest never touched (no memory).
+    auto* own = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    REQUIRE(own != MAP_FAILED);
+    own[0] = 1, own[pg + 7] = 2, own[5 * pg + 9] = 3;
+    struct stat st{};
+    REQUIRE(fstat(fd, &st) == 0);
+    const uint64_t had = uint64_t(st.st_blocks) * 512;
+    CHECK(had >= 3 * pg);
+    CHECK(had < n);
+    REQUIRE(lseek(fd, 77, SEEK_SET) == 77);
+    // Another view (as the daemon maps a client's memfd): nothing in its page tables yet.
+    auto* v = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    REQUIRE(v != MAP_FAILED);
+    CHECK(mapping_rss_kb(v) == 0);
+    CHECK(port::prefault_data(fd, 0, v, n) == had);
+    CHECK(mapping_rss_kb(v) == long(had / 1024));  // every page the memfd has is mapped here now
+    REQUIRE(fstat(fd, &st) == 0);
+    CHECK(uint64_t(st.st_blocks) * 512 == had);  // and no page was allocated
+    CHECK(lseek(fd, 0, SEEK_CUR) == 77);          // nor the shared file offset moved
+    CHECK((v[0] == 1 && v[pg + 7] == 2 && v[5 * pg + 9] == 3));
+    munmap(v, n);
+    // A window from page 4 on: only page 5 of it, at its place in the window.
+    v = static_cast<uint8_t*>(mmap(nullptr, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(4 * pg)));
+    REQUIRE(v != MAP_FAILED);
+    CHECK(port::prefault_data(fd, 4 * pg, v, 4 * pg) == pg);
+    CHECK(mapping_rss_kb(v) == long(pg / 1024));
+    munmap(v, 4 * pg);
+    munmap(own, n);
+    close(fd);
+
+    // A sparse terabyte (as libhcaemu's per-process memfd, offset = address) with one page of
+    // data: mapped whole, faulted in at the cost of its data, not of its size.
+    const int sp = memfd_create("hcaemu_prefault_sparse", 0);
+    REQUIRE(sp >= 0);
+    const uint64_t tb = uint64_t(1) << 40;
+    REQUIRE(ftruncate(sp, off_t(tb)) == 0);
+    REQUIRE(pwrite(sp, "x", 1, off_t(tb / 2 + 5)) == 1);
+    auto* big = static_cast<uint8_t*>(mmap(nullptr, tb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, sp, 0));
+    REQUIRE(big != MAP_FAILED);
+    CHECK(port::prefault_data(sp, 0, big, tb) == pg);
+    CHECK(mapping_rss_kb(big) == long(pg / 1024));
+    CHECK(big[tb / 2 + 5] == 'x');
+    munmap(big, tb);
+    close(sp);
+    CHECK(port::prefault_data(-1, 0, nullptr, pg) == 0);  // no file: nothing
 }
 
 TEST_CASE("DPDK port: frames taken in bulk and freed in bulk all go back to the pool", "[dpdk]") {

@@ -145,19 +145,30 @@ struct Session {
     }
 
     // One request through the io thread's checks (Server::handle), then the engine.
-    void request(ctl::Op op, const uint8_t* body, int fd) {
+    void request(ctl::Op op, const uint8_t* body) {
         ctl::Hdr h;
         h.op = uint16_t(op);
         h.len = uint32_t(sizeof h + ctl::kRequestSize[size_t(op)]);
         h.seq = ++seq;
         if (op == ctl::Op::hello) return;  // once, by the session
+        daemon::Region region;
+        uint64_t offset = 0, length = 0;
+        bool memfd = op == ctl::Op::reg_mr;
         if (op == ctl::Op::reg_mr) {
             ctl::RegMrReq r;
             std::memcpy(&r, body, sizeof r);
-            if (r.length == 0 || r.offset > kMemfdBytes || r.length > kMemfdBytes - r.offset) return;
-            fd = dup(g->memfd);
+            offset = r.offset, length = r.length;
+        } else if (op == ctl::Op::rereg_mr) {
+            ctl::ReregMrReq r;
+            std::memcpy(&r, body, sizeof r);
+            memfd = r.flags & rereg::change_translation;
+            offset = r.offset, length = r.length;
         }
-        daemon::Msg m = g->eng->request(cid, h, body, fd);
+        if (memfd) {  // the io thread's checks, then its mapping
+            if (length == 0 || offset > kMemfdBytes || length > kMemfdBytes - offset) return;
+            if (daemon::map_client_region(dup(g->memfd), offset, length, region) < 0) fail("a memfd not mapped");
+        }
+        daemon::Msg m = g->eng->request(cid, h, body, region);
         if (m.bytes.size() < sizeof(ctl::ReplyHdr)) fail("a reply shorter than ReplyHdr");
         ctl::ReplyHdr rh;
         std::memcpy(&rh, m.bytes.data(), sizeof rh);
@@ -329,7 +340,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ctl::Hdr hh;
         hh.op = uint16_t(ctl::Op::hello);
         hh.len = uint32_t(sizeof hh + sizeof hello);
-        (void)g->eng->request(s.cid, hh, reinterpret_cast<const uint8_t*>(&hello), -1);
+        daemon::Region none;
+        (void)g->eng->request(s.cid, hh, reinterpret_cast<const uint8_t*>(&hello), none);
         uint32_t records = 0;
         while (!in.empty() && records++ < 64) {
             const uint8_t tag = in.u8();
@@ -353,7 +365,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         std::memcpy(body + 4 * w, &hv, 4);
                     }
                 clamp_sizes(op, body);
-                s.request(op, body, -1);
+                s.request(op, body);
                 break;
             }
             case 2: s.ring_bytes(in); break;

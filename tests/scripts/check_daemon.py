@@ -84,15 +84,15 @@ def objects_of(objs, pid):
     return [o for o in objs if o[3] == str(pid)]
 
 
-def ring_mappings(pid):
-    """The hcaemu-cq/qp/srq memfd mappings of a process: (name, Size kB, Rss kB) from its smaps."""
+def ring_mappings(pid, kinds='cq|qp|srq'):
+    """The hcaemu-<kinds> memfd mappings of a process: (name, Size kB, Rss kB) from its smaps."""
     out, cur = [], None
     with open('/proc/%d/smaps' % pid) as f:
         for line in f:
             parts = line.split()
             if re.match(r'^[0-9a-f]+-[0-9a-f]+$', parts[0] if parts else ''):
                 name = ' '.join(parts[5:])
-                cur = [name, 0, 0] if re.search(r'/memfd:hcaemu-(cq|qp|srq)\b', name) else None
+                cur = [name, 0, 0] if re.search(r'/memfd:hcaemu-(%s)\b' % kinds, name) else None
                 if cur:
                     out.append(cur)
             elif cur and parts[0] in ('Size:', 'Rss:'):
@@ -182,6 +182,7 @@ def main():
 
         # ---- SIGTERM, with a client holding objects ----
         check(daemon.poll() is None, 'hcaemud still running after every client')
+        _, _, d2 = nodes.res()
         d = os.path.join(tmp, 'hold')
         os.mkdir(d)
         hold = subprocess.Popen([a.node, 'hold', sock, d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -195,6 +196,16 @@ def main():
             rings = ring_mappings(pid)
             check(len(rings) >= 2 and all(rss == size for _, size, rss in rings),
                   'hold: %s\'s CQ and QP rings resident before any traffic: %s' % (who, rings))
+        # A client's MR memory is mapped by the io thread at reg_mr and the pages its memfd has
+        # are faulted in there (the 64 KiB the client read), none it does not have (the 1 MiB it
+        # never touched: the daemon allocates no memory for a client).
+        mrs = sorted((size, rss) for _, size, rss in ring_mappings(daemon.pid, 'buffer'))
+        check(mrs == [(64, 64), (1024, 0)], 'hold: the daemon\'s MR mappings (Size, Rss kB): %s, expected '
+              '[(64, 64), (1024, 0)]' % mrs)
+        _, _, d3 = nodes.res()
+        check(d3.get('mr_bytes_prefaulted', 0) - d2.get('mr_bytes_prefaulted', 0) == 65536,
+              'hold: mr_bytes_prefaulted delta %d, expected 65536'
+              % (d3.get('mr_bytes_prefaulted', 0) - d2.get('mr_bytes_prefaulted', 0)))
         daemon.send_signal(signal.SIGTERM)
         out = nodes.finish(hold, expect_ok=False)
         check(hold.returncode == 0 and 'OK hold' in out, 'hold: the client saw the shutdown and its calls fail typed')

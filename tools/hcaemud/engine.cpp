@@ -29,23 +29,6 @@ namespace hcaemu::daemon {
 
 namespace {
 
-// A shared mapping, unmapped with its owner.
-struct Mapping {
-    void* p = nullptr;
-    size_t len = 0;
-    Mapping() = default;
-    Mapping(void* a, size_t l) : p(a), len(l) {}
-    Mapping(Mapping&& o) noexcept : p(o.p), len(o.len) { o.p = nullptr; }
-    Mapping& operator=(Mapping&& o) noexcept {
-        std::swap(p, o.p);
-        std::swap(len, o.len);
-        return *this;
-    }
-    ~Mapping() {
-        if (p) munmap(p, len);
-    }
-};
-
 // The daemon's own view of one ring: its copy of cap and entry size (never the header's).
 struct RingV {
     shm::RingHdr* h = nullptr;
@@ -104,6 +87,31 @@ bool make_ring_fd(const char* name, size_t bytes, int& fd, Mapping& m) {
 constexpr size_t kMaxEntry = 1024;  // the largest WQE the device's limits allow fits (checked at create)
 
 }  // namespace
+
+// Whole pages of the fd's own size: 4096 for a memfd, the huge page size for a hugetlb memfd
+// (st_blksize; hugetlbfs maps only whole huge pages).
+int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out) {
+    struct stat sb{};
+    uint64_t page = 4096;
+    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
+        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
+        page = uint64_t(sb.st_blksize);
+    const uint64_t start = offset & ~(page - 1);
+    const uint64_t span = ((offset - start) + length + page - 1) & ~(page - 1);
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
+    if (m == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    out.map = Mapping(m, span);
+    out.at = static_cast<uint8_t*>(m) + (offset - start);
+    // Only the pages the client's memfd has: a client cannot make the daemon allocate its memory,
+    // nor spend time on a sparse file's holes. Not huge pages: hugetlbfs reports no holes, and a
+    // huge page's first touch is one fault per 2 MiB or 1 GiB.
+    const uint64_t got = page == 4096 ? port::prefault_data(fd, start, m, span) : 0;
+    close(fd);
+    return int64_t(got);
+}
 
 struct PdE {
     Pd pd;
@@ -885,25 +893,6 @@ T body_as(const uint8_t* b) {
     return t;
 }
 
-// Maps [offset, offset + length) of a client's memfd (checked by the io thread) and closes the fd.
-// Whole pages of the fd's own size: 4096 for a memfd, the huge page size for a hugetlb memfd
-// (st_blksize; hugetlbfs maps only whole huge pages).
-bool map_region(int fd, uint64_t offset, uint64_t length, Mapping& out, uint8_t*& at) {
-    struct stat sb{};
-    uint64_t page = 4096;
-    if (fstat(fd, &sb) == 0 && sb.st_blksize > 4096 && sb.st_blksize <= (1 << 30) &&
-        (sb.st_blksize & (sb.st_blksize - 1)) == 0)
-        page = uint64_t(sb.st_blksize);
-    const uint64_t start = offset & ~(page - 1);
-    const uint64_t span = ((offset - start) + length + page - 1) & ~(page - 1);
-    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start));
-    close(fd);
-    if (m == MAP_FAILED) return false;
-    out = Mapping(m, span);
-    at = static_cast<uint8_t*>(m) + (offset - start);
-    return true;
-}
-
 struct ResBuilder {
     ctl::ResObj o{};
     void add(const char* name, const std::string& v) {
@@ -930,7 +919,7 @@ struct Ops {
         uint32_t cid;
         const ctl::Hdr& h;
         const uint8_t* b;
-        int fd;
+        Region& region;  // reg_mr, rereg_mr: the memory; what is left in it the io thread unmaps
         DCounters& ctr;
         bool full;  // the client holds --max-objects objects
 
@@ -1045,15 +1034,12 @@ constexpr auto kHandlers = [] {
 
 }  // namespace
 
-Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, int fd) {
+Msg Engine::request(uint32_t cid, const ctl::Hdr& h, const uint8_t* b, Region& region) {
     auto cit = clients_.find(cid);
     const Handler fn = h.op < kHandlers.size() ? kHandlers[h.op] : nullptr;
-    if (cit == clients_.end() || !fn) {
-        if (fd >= 0) close_client_fd(fd);
-        return reply(h, cit == clients_.end() ? Status::bad_handle : Status::not_supported);
-    }
+    if (cit == clients_.end() || !fn) return reply(h, cit == clients_.end() ? Status::bad_handle : Status::not_supported);
     Client& c = *cit->second;
-    return fn(*this, Ops::Req{c, cid, h, b, fd, ctr_, c.objects() >= max_objects_});
+    return fn(*this, Ops::Req{c, cid, h, b, region, ctr_, c.objects() >= max_objects_});
 }
 
 Msg Ops::hello(Engine& en, const Req& in) {  // the io thread added the client; this is the reply
@@ -1107,22 +1093,15 @@ Msg Ops::dealloc_pd(Engine&, const Req& in) {
 
 Msg Ops::reg_mr(Engine& en, const Req& in) {
     const auto r = in.body<ctl::RegMrReq>();
-    const int fd = in.fd;
-    // The io thread checked the memfd (sealed, range inside it) and passed it; we map it.
+    // The io thread checked the memfd (sealed, range inside it), mapped it and faulted it in.
     PdE* p = find(in.c.pds, r.pd);
-    if (!p) {
-        close_client_fd(fd);
-        return in.bad();
-    }
-    if (in.full) {
-        close_client_fd(fd);
-        return in.limit();
-    }
-    auto e = std::make_unique<MrE>();
-    uint8_t* at = nullptr;
-    if (!map_region(fd, r.offset, r.length, e->map, at)) return in.bad_fd();
-    auto res = en.dev_.reg_mr(p->pd, at, r.length, r.iova, r.access);
+    if (!p) return in.bad();
+    if (in.full) return in.limit();
+    if (!in.region.map.p) return in.bad_fd();
+    auto res = en.dev_.reg_mr(p->pd, in.region.at, r.length, r.iova, r.access);
     if (!res.ok()) return in.failed(res.status);
+    auto e = std::make_unique<MrE>();
+    e->map = std::move(in.region.map);
     ctl::RegMrRep rep;
     rep.handle = res->handle();
     rep.lkey = res->lkey();
@@ -1137,21 +1116,17 @@ Msg Ops::reg_mr(Engine& en, const Req& in) {
 
 Msg Ops::rereg_mr(Engine&, const Req& in) {
     const auto r = in.body<ctl::ReregMrReq>();
-    const int fd = in.fd;
+    const bool move = r.flags & rereg::change_translation;
     auto it = in.c.mrs.find(r.handle);
     PdE* p = (r.flags & rereg::change_pd) ? find(in.c.pds, r.pd) : nullptr;
-    if (it == in.c.mrs.end() || ((r.flags & rereg::change_pd) && !p)) {
-        if (fd >= 0) close_client_fd(fd);
-        return in.bad();
-    }
+    if (it == in.c.mrs.end() || ((r.flags & rereg::change_pd) && !p)) return in.bad();
+    if (move && !in.region.map.p) return in.bad_fd();
     MrE& m = *it->second;
-    Mapping map;
-    uint8_t* at = nullptr;
-    if (fd >= 0 && !map_region(fd, r.offset, r.length, map, at)) return in.bad_fd();
-    const Status s = m.mr.rereg(r.flags, p ? &p->pd : nullptr, at, r.length, r.access, r.iova);
-    if (s != Status::ok) return in.failed(s);  // `map` (if any) is unmapped; the MR is as it was
-    if (fd >= 0) {
-        m.map = std::move(map);  // the old pages are unmapped now, no longer named by the MR
+    const Status s = m.mr.rereg(r.flags, p ? &p->pd : nullptr, move ? in.region.at : nullptr, r.length, r.access,
+                                r.iova);
+    if (s != Status::ok) return in.failed(s);  // the new mapping (if any) goes back; the MR is as it was
+    if (move) {
+        std::swap(m.map, in.region.map);  // the old pages, no longer named by the MR, go back to be unmapped
         m.iova = r.iova;
         m.length = r.length;
     }
@@ -1168,7 +1143,10 @@ Msg Ops::dereg_mr(Engine&, const Req& in) {
     auto it = in.c.mrs.find(r.handle);
     if (it == in.c.mrs.end()) return in.bad();
     const Status s = it->second->mr.destroy();
-    if (s == Status::ok) in.c.mrs.erase(it);
+    if (s == Status::ok) {
+        in.region.map = std::move(it->second->map);  // unmapped by the io thread, off the data path
+        in.c.mrs.erase(it);
+    }
     return in.failed(s);
 }
 

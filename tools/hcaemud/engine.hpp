@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,7 +44,8 @@ namespace hcaemu::daemon {
     X(cq_rings_bad)         /* CQ rings whose cons the client moved beyond prod */ \
     X(cq_events_sent) X(async_events_sent) X(cm_events_sent) X(events_dropped) X(fds_closed) \
     X(lane_conflicts)       /* --lcores: QPs refused whose CQs or SRQ are used on two lcores */ \
-    X(lane_pauses)          /* --lcores: command batches run with the other lcores parked */
+    X(lane_pauses)          /* --lcores: command batches run with the other lcores parked */ \
+    X(mr_bytes_prefaulted)  /* client memory faulted in by the io thread at reg_mr/rereg_mr */
 
 enum class DCounter : uint32_t {
 #define HCAEMUD_X(n) n,
@@ -82,6 +84,36 @@ inline void close_client_fd(int fd) {
     close(fd);
 }
 
+// A shared mapping, unmapped with its owner.
+struct Mapping {
+    void* p = nullptr;
+    size_t len = 0;
+    Mapping() = default;
+    Mapping(void* a, size_t l) : p(a), len(l) {}
+    Mapping(Mapping&& o) noexcept : p(o.p), len(o.len) { o.p = nullptr; }
+    Mapping& operator=(Mapping&& o) noexcept {
+        std::swap(p, o.p);
+        std::swap(len, o.len);
+        return *this;
+    }
+    ~Mapping() {
+        if (p) munmap(p, len);
+    }
+};
+
+// A client's memory for reg_mr or rereg_mr, mapped by the io thread. Handed to the engine and back:
+// the engine takes the mapping for the MR and leaves in it what the io thread is to unmap (the old
+// translation of a rereg_mr or dereg_mr, or the new one of a failed request).
+struct Region {
+    Mapping map;
+    uint8_t* at = nullptr;  // the region's first byte inside `map`
+};
+
+// io thread: maps [offset, offset + length) of a client's checked memfd, closes the fd and faults
+// every page in (dpdk_port/prefault.hpp), as a NIC driver pins at reg_mr in the caller's context:
+// the data path's first DMA to a page takes no fault. The bytes faulted in, or -1: mmap failed.
+int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out);
+
 struct Client;
 struct QpE;
 struct SrqE;
@@ -110,8 +142,9 @@ public:
     void remove_client(uint32_t id);  // every object destroyed, QPs flushed, memory unmapped
     void all_qps_to_error();          // shutdown: every QP to ERR (flush)
     void flush_to_rings();            // shutdown: the CQEs (flushes) into the rings, events out
-    // Runs one request (its header and fds checked by the io thread); the reply.
-    Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, int fd);
+    // Runs one request (its header and memfd checked, the memfd mapped, by the io thread); the
+    // reply. `region` as Region says.
+    Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, Region& region);
     uint32_t max_objects() const { return max_objects_; }
 
     // The data thread's log lines (a client gone) are written by another thread, so that the data

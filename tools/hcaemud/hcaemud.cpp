@@ -308,7 +308,7 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
     }
     if (!memfd && !fds.empty()) return proto_error(c, &h, ctl::Error::fd_unexpected);
     if (stopping_) return proto_error(c, &h, ctl::Error::shutting_down);
-    int fd = -1;
+    auto region = std::make_shared<Region>();  // shared: the closure below is a std::function
     if (memfd) {
         if (fds.size() != 1) return proto_error(c, &h, ctl::Error::bad_fd);
         // The memfd must be sealed against shrinking (a cut mapping would fault the data thread)
@@ -318,8 +318,11 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
         if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) != 0 || length == 0 ||
             offset > uint64_t(st.st_size) || length > uint64_t(st.st_size) - offset)
             return proto_error(c, &h, ctl::Error::bad_fd);
-        fd = fds[0];
+        const int fd = fds[0];
         fds.clear();
+        const int64_t got = map_client_region(fd, offset, length, *region);  // closes fd
+        if (got < 0) return proto_error(c, &h, ctl::Error::bad_fd);
+        ctr_.inc(DCounter::mr_bytes_prefaulted, uint64_t(got));
     }
     std::string comm;
     if (op == ctl::Op::hello) {
@@ -334,10 +337,13 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
     std::vector<uint8_t> body(buf + sizeof h, buf + n);
     const uint32_t id = c->id, pid = c->pid;
     Engine* eng = eng_;
-    eng->submit([this, eng, id, pid, h, body = std::move(body), fd, comm] {
+    eng->submit([this, eng, id, pid, h, body = std::move(body), region, comm]() mutable {
         if (ctl::Op(h.op) == ctl::Op::hello) eng->add_client(id, pid, comm);
-        Msg r = eng->request(id, h, body.data(), fd);
-        asio::post(io_, [this, id, r = std::move(r)]() mutable {
+        Msg r = eng->request(id, h, body.data(), *region);
+        // What the engine left in `region` (a dereg_mr's or rereg_mr's old pages, a refused
+        // request's new ones) is unmapped on the io thread, off the data path.
+        asio::post(io_, [this, id, r = std::move(r), unmap = std::move(region)]() mutable {
+            unmap.reset();
             auto it = conns_.find(id);
             if (it == conns_.end()) {
                 if (r.fd >= 0) close(r.fd);
