@@ -781,9 +781,10 @@ void Engine::flush_to_rings() {
     route_events();
 }
 
-void Engine::remove_client(uint32_t id) {
+std::vector<Mapping> Engine::remove_client(uint32_t id) {
+    std::vector<Mapping> maps;
     auto cit = clients_.find(id);
-    if (cit == clients_.end()) return;
+    if (cit == clients_.end()) return maps;
     Client& c = *cit->second;
     uint64_t n = 0;
     // Its CM ids leave their connections (DREQ, REJ) as destroy_id does.
@@ -800,6 +801,7 @@ void Engine::remove_client(uint32_t id) {
         forget_qp(q.get());
         qpn_owner_.erase(q->qpn);
         (void)q->qp.destroy();
+        maps.push_back(std::move(q->map));
         ++n;
     }
     c.qps.clear();
@@ -814,6 +816,7 @@ void Engine::remove_client(uint32_t id) {
         std::erase(lanes_[s->lane]->srqs, s.get());
         srq_owner_.erase(h);
         (void)s->srq.destroy();
+        maps.push_back(std::move(s->map));
         ++n;
     }
     c.srqs.clear();
@@ -824,12 +827,14 @@ void Engine::remove_client(uint32_t id) {
         std::erase(lanes_[q->lane]->cqs, q.get());
         cq_owner_.erase(h);
         (void)q->cq.destroy();
+        maps.push_back(std::move(q->map));
         ++n;
     }
     c.cqs.clear();
     for (auto& [h, m] : c.mrs) {
         ++n;
         if (m->mr.destroy() == Status::busy) zombie_mrs_.push_back(std::move(m));  // a request in flight
+        else maps.push_back(std::move(m->map));
     }
     c.mrs.clear();
     for (auto& [h, p] : c.pds) {
@@ -845,6 +850,7 @@ void Engine::remove_client(uint32_t id) {
     clients_.erase(cit);
     ctr_.inc(DCounter::objects_cleaned, n);
     ctr_.inc(DCounter::clients_cleaned);
+    return maps;
 }
 
 void Engine::note(std::string line) {

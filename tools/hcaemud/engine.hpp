@@ -139,7 +139,9 @@ public:
 
     // ---- data thread only (called from the closures) ----
     void add_client(uint32_t id, uint32_t pid, const std::string& comm);
-    void remove_client(uint32_t id);  // every object destroyed, QPs flushed, memory unmapped
+    // Every object destroyed, QPs flushed. Returns the client's memory (its MRs', its rings'), for
+    // the caller to unmap off the data path (hcaemud: the io thread).
+    std::vector<Mapping> remove_client(uint32_t id);
     void all_qps_to_error();          // shutdown: every QP to ERR (flush)
     void flush_to_rings();            // shutdown: the CQEs (flushes) into the rings, events out
     // Runs one request (its header and memfd checked, the memfd mapped, by the io thread); the

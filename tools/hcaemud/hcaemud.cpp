@@ -430,7 +430,11 @@ void Server::drop(std::shared_ptr<Conn> c) {
     if (c->hello) {
         const uint32_t id = c->id;
         Engine* eng = eng_;
-        eng->submit([eng, id] { eng->remove_client(id); });
+        eng->submit([this, eng, id] {
+            // The client's memory is unmapped here, on the io thread, not on the data path.
+            auto maps = std::make_shared<std::vector<Mapping>>(eng->remove_client(id));
+            asio::post(io_, [maps = std::move(maps)] {});
+        });
     }
 }
 
