@@ -180,7 +180,7 @@ private:
     size_t ring_count_ = 0;
 };
 
-// One direction: frames in flight (a min-heap on delivery time, then send order), its random
+// One direction: frames in flight in delivery order (delivery time, then send order), its random
 // generator, faults, filter and counters.
 struct MemWire::Dir {
     struct Entry {
@@ -192,7 +192,39 @@ struct MemWire::Dir {
     // std heaps keep the greatest on top: "greater" puts the earliest first.
     static bool later(const Entry& a, const Entry& b) { return a.t != b.t ? a.t > b.t : a.order > b.order; }
 
-    std::vector<Entry> heap;  // reserved for two copies of every sender buffer: never grows
+    // Most frames arrive in the order they were sent (one latency on a clock that never goes
+    // back): they queue in `fifo`, in order by construction, at O(1) a frame. A frame due before
+    // the fifo's last (reordered, or sent behind a delayed one) goes to the min-heap. The next
+    // arrival is the earlier of the two fronts. Both reserved for two copies of every sender
+    // buffer: they never grow.
+    std::vector<Entry> fifo;
+    size_t fifo_head = 0, fifo_count = 0;
+    std::vector<Entry> heap;
+
+    void reserve(size_t n) {
+        fifo.resize(n);
+        heap.reserve(n);
+    }
+    bool empty() const { return fifo_count == 0 && heap.empty(); }
+    size_t size() const { return fifo_count + heap.size(); }
+    // The next arrival; only when !empty().
+    const Entry& front() const {
+        if (fifo_count == 0) return heap.front();
+        const Entry& f = fifo[fifo_head];
+        return heap.empty() || later(heap.front(), f) ? f : heap.front();
+    }
+    Entry pop() {
+        if (fifo_count && (heap.empty() || later(heap.front(), fifo[fifo_head]))) {
+            const Entry e = fifo[fifo_head];
+            if (++fifo_head == fifo.size()) fifo_head = 0;
+            --fifo_count;
+            return e;
+        }
+        std::pop_heap(heap.begin(), heap.end(), later);
+        const Entry e = heap.back();
+        heap.pop_back();
+        return e;
+    }
     std::mt19937_64 rng;
     FaultConfig faults;
     Filter filter;
@@ -207,7 +239,17 @@ struct MemWire::Dir {
     }
 
     void push(uint64_t t, uint32_t slot, uint32_t len) {
-        heap.push_back(Entry{t, order++, slot, len});
+        const Entry e{t, order++, slot, len};
+        size_t last = fifo_head + fifo_count - 1;
+        if (last >= fifo.size()) last -= fifo.size();
+        if (fifo_count == 0 || t >= fifo[last].t) {  // not before the fifo's last: in order
+            size_t tail = fifo_head + fifo_count;
+            if (tail >= fifo.size()) tail -= fifo.size();
+            fifo[tail] = e;
+            ++fifo_count;
+            return;
+        }
+        heap.push_back(e);
         std::push_heap(heap.begin(), heap.end(), later);
     }
 };
@@ -223,7 +265,7 @@ MemWire::MemWire(const WireConfig& cfg, const Clock& clock) : cfg_(cfg), clock_(
         ends_[d] = std::make_unique<EndPort>(*this, d);
         dirs_[d] = std::make_unique<Dir>();
         Dir& D = *dirs_[d];
-        D.heap.reserve(size_t(cfg.pool_frames) * 2);
+        D.reserve(size_t(cfg.pool_frames) * 2);
         D.faults = cfg.faults[d];
         std::seed_seq ss{uint32_t(cfg.seed), uint32_t(cfg.seed >> 32), uint32_t(d)};
         D.rng.seed(ss);
@@ -262,14 +304,14 @@ void MemWire::tap(int dir, const uint8_t* frame, uint32_t len, uint64_t t_ns, Ev
 uint64_t MemWire::next_delivery_ns() const {
     uint64_t t = UINT64_MAX;
     for (int d = 0; d < 2; ++d) {
-        if (!dirs_[d]->heap.empty()) t = std::min(t, dirs_[d]->heap.front().t);
+        if (!dirs_[d]->empty()) t = std::min(t, dirs_[d]->front().t);
         t = std::min(t, ends_[d]->ring_head_time());
     }
     return t;
 }
 
 bool MemWire::idle() const {
-    return dirs_[0]->heap.empty() && dirs_[1]->heap.empty() && ends_[0]->ring_count() == 0 && ends_[1]->ring_count() == 0;
+    return dirs_[0]->empty() && dirs_[1]->empty() && ends_[0]->ring_count() == 0 && ends_[1]->ring_count() == 0;
 }
 
 const WireStats& MemWire::stats(int dir) const {
@@ -279,7 +321,7 @@ const WireStats& MemWire::stats(int dir) const {
 
 uint32_t MemWire::in_flight(int dir) const {
     check_index(dir, "direction");
-    return uint32_t(dirs_[dir]->heap.size());
+    return uint32_t(dirs_[dir]->size());
 }
 
 uint32_t MemWire::rx_pending(int end) const {
@@ -389,10 +431,8 @@ void MemWire::deliver(int dir) {
     EndPort& tx = *ends_[dir];
     EndPort& rx = *ends_[1 - dir];
     const uint64_t now = clock_.now_ns();
-    while (!D.heap.empty() && D.heap.front().t <= now) {
-        std::pop_heap(D.heap.begin(), D.heap.end(), Dir::later);
-        const Dir::Entry e = D.heap.back();
-        D.heap.pop_back();
+    while (!D.empty() && D.front().t <= now) {
+        const Dir::Entry e = D.pop();
         const uint8_t* src = tx.buf(e.slot);
         uint32_t rs;
         if (rx.ring_full() || !rx.take(rs)) {
