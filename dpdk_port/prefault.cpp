@@ -32,6 +32,7 @@ uint64_t prefault_data(int fd, uint64_t off, void* p, size_t n) {
         if (d < 0 || uint64_t(d) >= end) break;  // ENXIO: no data after `at`
         const off_t h = lseek(own, d, SEEK_HOLE);
         const uint64_t e = h < 0 ? end : std::min<uint64_t>(uint64_t(h), end);
+        if (e <= uint64_t(d)) break;  // the owner punched a hole there meanwhile: no progress to make
         done += prefault(static_cast<uint8_t*>(p) + (uint64_t(d) - off), e - uint64_t(d));
         at = e;
     }

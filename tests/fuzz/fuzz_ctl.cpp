@@ -153,18 +153,7 @@ struct Session {
         if (op == ctl::Op::hello) return;  // once, by the session
         daemon::Region region;
         uint64_t offset = 0, length = 0;
-        bool memfd = op == ctl::Op::reg_mr;
-        if (op == ctl::Op::reg_mr) {
-            ctl::RegMrReq r;
-            std::memcpy(&r, body, sizeof r);
-            offset = r.offset, length = r.length;
-        } else if (op == ctl::Op::rereg_mr) {
-            ctl::ReregMrReq r;
-            std::memcpy(&r, body, sizeof r);
-            memfd = r.flags & rereg::change_translation;
-            offset = r.offset, length = r.length;
-        }
-        if (memfd) {  // the io thread's checks, then its mapping
+        if (daemon::memfd_range(op, body, offset, length)) {  // the io thread's checks, then its mapping
             if (length == 0 || offset > kMemfdBytes || length > kMemfdBytes - offset) return;
             if (daemon::map_client_region(dup(g->memfd), offset, length, region) < 0) fail("a memfd not mapped");
         }

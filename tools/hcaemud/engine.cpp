@@ -88,6 +88,22 @@ constexpr size_t kMaxEntry = 1024;  // the largest WQE the device's limits allow
 
 }  // namespace
 
+bool memfd_range(ctl::Op op, const uint8_t* body, uint64_t& offset, uint64_t& length) {
+    if (op == ctl::Op::reg_mr) {
+        ctl::RegMrReq r;
+        std::memcpy(&r, body, sizeof r);
+        offset = r.offset, length = r.length;
+        return true;
+    }
+    if (op == ctl::Op::rereg_mr) {
+        ctl::ReregMrReq r;
+        std::memcpy(&r, body, sizeof r);
+        offset = r.offset, length = r.length;
+        return r.flags & rereg::change_translation;
+    }
+    return false;
+}
+
 // Whole pages of the fd's own size: 4096 for a memfd, the huge page size for a hugetlb memfd
 // (st_blksize; hugetlbfs maps only whole huge pages).
 int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out) {

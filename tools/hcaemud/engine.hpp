@@ -109,9 +109,14 @@ struct Region {
     uint8_t* at = nullptr;  // the region's first byte inside `map`
 };
 
+// The requests that bring a memfd (reg_mr, and rereg_mr with a new translation) and the range of
+// it they name; false for every other request. `body` is the op's whole body (length checked).
+bool memfd_range(ctl::Op op, const uint8_t* body, uint64_t& offset, uint64_t& length);
+
 // io thread: maps [offset, offset + length) of a client's checked memfd, closes the fd and faults
-// every page in (dpdk_port/prefault.hpp), as a NIC driver pins at reg_mr in the caller's context:
-// the data path's first DMA to a page takes no fault. The bytes faulted in, or -1: mmap failed.
+// in the pages the memfd holds (dpdk_port/prefault.hpp prefault_data; none of a hugetlb memfd),
+// as a NIC driver pins at reg_mr in the caller's context: the data path's first DMA to them takes
+// no fault. The bytes faulted in, or -1: mmap failed.
 int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out);
 
 struct Client;

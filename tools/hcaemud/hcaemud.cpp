@@ -294,18 +294,8 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
     if ((op == ctl::Op::hello) == c->hello) return proto_error(c, &h, ctl::Error::no_hello);
     if (flags & MSG_CTRUNC) return proto_error(c, &h, ctl::Error::bad_fd);
     // reg_mr, and rereg_mr with a new translation, bring the region's memfd; nothing else has fds.
-    bool memfd = op == ctl::Op::reg_mr;
     uint64_t offset = 0, length = 0;
-    if (op == ctl::Op::reg_mr) {
-        ctl::RegMrReq r;
-        std::memcpy(&r, buf + sizeof h, sizeof r);
-        offset = r.offset, length = r.length;
-    } else if (op == ctl::Op::rereg_mr) {
-        ctl::ReregMrReq r;
-        std::memcpy(&r, buf + sizeof h, sizeof r);
-        memfd = r.flags & rereg::change_translation;
-        offset = r.offset, length = r.length;
-    }
+    const bool memfd = memfd_range(op, buf + sizeof h, offset, length);
     if (!memfd && !fds.empty()) return proto_error(c, &h, ctl::Error::fd_unexpected);
     if (stopping_) return proto_error(c, &h, ctl::Error::shutting_down);
     auto region = std::make_shared<Region>();  // shared: the closure below is a std::function
