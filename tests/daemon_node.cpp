@@ -16,6 +16,9 @@
 //                                       (DIR/stall: b says rts.b and waits for "stopped" before
 //                                       posting its receives; a says sent.a once its sends completed)
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
+//   daemon_node bigmr   SOCK MIB       registers MIB MiB of written memory from one connection
+//                                       while a second reads the counters: the daemon answers it
+//                                       while the MR is mapped (mr_maps_pending seen at 1)
 //   daemon_node churn   SOCK ROUNDS    per round: PD, MR, CQs (one on a channel), SRQ, RC QP on the
 //                                       SRQ connected to itself, UD QP, AH; an RC SEND and a UD SEND
 //                                       through them, byte-exact; all destroyed. Then one more
@@ -27,6 +30,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -929,6 +933,61 @@ int run_hold(const std::string& sock, const std::string& dir) {
     return 0;
 }
 
+// ---- bigmr: a large reg_mr does not stop the daemon answering other clients ----
+uint64_t daemon_counter(const api::Stats& st, const char* name) {
+    for (const auto& [k, v] : st.daemon)
+        if (k == name) return v;
+    check(false, std::string("no daemon counter ") + name);
+    return 0;
+}
+
+int run_bigmr(const std::string& sock, uint32_t mib) {
+    Node a, b;  // two connections: two clients of the daemon
+    open_ctx(a, sock);
+    open_ctx(b, sock);
+    const size_t bytes = size_t(mib) << 20;
+    auto buf = a.ctx->alloc_buffer(bytes);
+    check_st(buf.status, "alloc_buffer (large)");
+    std::memset(buf.value.data, 0x5a, bytes);  // every page in the memfd: the daemon faults each in
+    auto pd = a.ctx->alloc_pd();
+    check_st(pd.status, "alloc_pd");
+    // The other client's reply shows the registration still being mapped: the io thread served
+    // it meanwhile (a daemon that maps on the io thread answers only once the mapping is done).
+    // The mapping takes long against a request's round trip, but the reader may still miss it:
+    // a few attempts.
+    int seen_in = 0, attempt = 0;
+    uint64_t answered = 0;
+    while (!seen_in && attempt < 5) {
+        ++attempt;
+        std::atomic<bool> done{false};
+        Result<std::unique_ptr<api::Mr>> mr;
+        std::thread t([&] {
+            mr = a.ctx->reg_mr(*pd.value, buf.value.data, bytes, access::local_write);
+            done.store(true);
+        });
+        while (!done.load()) {
+            api::Stats st;
+            check_st(b.ctx->read_stats(st), "read_stats during the reg_mr");
+            ++answered;
+            if (daemon_counter(st, "mr_maps_pending") >= 1) seen_in = attempt;
+        }
+        t.join();
+        check_st(mr.status, "reg_mr (large)");
+        check(mr.value->length() == bytes, "reg_mr (large): length");
+        check_st(mr.value->destroy(), "dereg_mr (large)");
+    }
+    api::Stats st;
+    check_st(b.ctx->read_stats(st), "read_stats after");
+    check(daemon_counter(st, "mr_maps_pending") == 0, "mr_maps_pending back to 0");
+    std::printf("bigmr: %u MiB registered %d time(s), %" PRIu64 " replies to the other client meanwhile, "
+                "mr_maps_pending seen in attempt %d\n", mib, attempt, answered, seen_in);
+    check(seen_in > 0, "the other client was never answered while the MR was being mapped");
+    check_st(pd.value->destroy(), "dealloc_pd");
+    a.ctx->free_buffer(buf.value);
+    std::printf("OK bigmr\n");
+    return 0;
+}
+
 // ---- cq: against a fake daemon (check_client_proto.py): rings that cannot be used, a good one ----
 int count_fds() {
     int n = 0;
@@ -986,10 +1045,11 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "res" && argc == 3) return run_res(argv[2]);
     if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
+    if (mode == "bigmr" && argc == 4 && std::atoi(argv[3]) > 0) return run_bigmr(argv[2], uint32_t(std::atoi(argv[3])));
     if (mode == "cq" && argc == 3) return run_cq(argv[2]);
     if (mode == "churn" && argc == 4 && std::atoi(argv[3]) > 0) return run_churn(argv[2], std::atoi(argv[3]));
     if (argc != 5 || std::strlen(argv[4]) != 1) {
-        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | churn SOCK ROUNDS | res SOCK\n");
+        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | bigmr SOCK MIB | churn SOCK ROUNDS | res SOCK\n");
         return 2;
     }
     const char role = argv[4][0];

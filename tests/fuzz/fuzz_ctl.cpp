@@ -153,7 +153,7 @@ struct Session {
         if (op == ctl::Op::hello) return;  // once, by the session
         daemon::Region region;
         uint64_t offset = 0, length = 0;
-        if (daemon::memfd_range(op, body, offset, length)) {  // the io thread's checks, then its mapping
+        if (daemon::memfd_range(op, body, offset, length)) {  // the io thread's checks, then the worker's mapping
             if (length == 0 || offset > kMemfdBytes || length > kMemfdBytes - offset) return;
             if (daemon::map_client_region(dup(g->memfd), offset, length, region) < 0) fail("a memfd not mapped");
         }

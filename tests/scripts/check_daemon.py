@@ -52,6 +52,12 @@ class Nodes:
         self.procs.append(p)
         return p
 
+    def start_args(self, mode, args):
+        p = subprocess.Popen([self.node, mode] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p.tag = mode
+        self.procs.append(p)
+        return p
+
     def finish(self, p, expect_ok=True):
         try:
             out, _ = p.communicate(timeout=LIMIT)
@@ -179,6 +185,12 @@ def main():
         ua, ub = nodes.start('ud', d, 'a'), nodes.start('ud', d, 'b')
         nodes.finish(ua)
         nodes.finish(ub)
+
+        # ---- a large reg_mr: mapped and faulted in on the daemon's worker, the io thread free ----
+        big = nodes.start_args('bigmr', [sock, '1024'])
+        out = nodes.finish(big)
+        m = re.search(r'replies to the other client meanwhile, mr_maps_pending seen in attempt (\d+)', out)
+        check(m is not None and int(m.group(1)) >= 1, 'bigmr: the other client answered during the mapping')
 
         # ---- SIGTERM, with a client holding objects ----
         check(daemon.poll() is None, 'hcaemud still running after every client')

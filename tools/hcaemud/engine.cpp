@@ -941,7 +941,7 @@ struct Ops {
         uint32_t cid;
         const ctl::Hdr& h;
         const uint8_t* b;
-        Region& region;  // reg_mr, rereg_mr: the memory; what is left in it the io thread unmaps
+        Region& region;  // reg_mr, rereg_mr: the memory; what is left in it the worker unmaps
         DCounters& ctr;
         bool full;  // the client holds --max-objects objects
 
@@ -1115,7 +1115,7 @@ Msg Ops::dealloc_pd(Engine&, const Req& in) {
 
 Msg Ops::reg_mr(Engine& en, const Req& in) {
     const auto r = in.body<ctl::RegMrReq>();
-    // The io thread checked the memfd (sealed, range inside it), mapped it and faulted it in.
+    // The io thread checked the memfd (sealed, range inside it), the worker mapped it and faulted it in.
     PdE* p = find(in.c.pds, r.pd);
     if (!p) return in.bad();
     if (in.full) return in.limit();
@@ -1166,7 +1166,7 @@ Msg Ops::dereg_mr(Engine&, const Req& in) {
     if (it == in.c.mrs.end()) return in.bad();
     const Status s = it->second->mr.destroy();
     if (s == Status::ok) {
-        in.region.map = std::move(it->second->map);  // unmapped by the io thread, off the data path
+        in.region.map = std::move(it->second->map);  // unmapped by the worker, off the data path
         in.c.mrs.erase(it);
     }
     return in.failed(s);

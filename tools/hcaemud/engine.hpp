@@ -45,7 +45,8 @@ namespace hcaemu::daemon {
     X(cq_events_sent) X(async_events_sent) X(cm_events_sent) X(events_dropped) X(fds_closed) \
     X(lane_conflicts)       /* --lcores: QPs refused whose CQs or SRQ are used on two lcores */ \
     X(lane_pauses)          /* --lcores: command batches run with the other lcores parked */ \
-    X(mr_bytes_prefaulted)  /* client memory faulted in by the io thread at reg_mr/rereg_mr */
+    X(mr_bytes_prefaulted)  /* client memory faulted in by the worker at reg_mr/rereg_mr */ \
+    X(mr_maps_pending)      /* now: reg_mr/rereg_mr memfds being mapped by the worker */
 
 enum class DCounter : uint32_t {
 #define HCAEMUD_X(n) n,
@@ -101,9 +102,9 @@ struct Mapping {
     }
 };
 
-// A client's memory for reg_mr or rereg_mr, mapped by the io thread. Handed to the engine and back:
-// the engine takes the mapping for the MR and leaves in it what the io thread is to unmap (the old
-// translation of a rereg_mr or dereg_mr, or the new one of a failed request).
+// A client's memory for reg_mr or rereg_mr, mapped by the worker (worker.hpp). Handed to the engine
+// and back: the engine takes the mapping for the MR and leaves in it what the worker is to unmap
+// (the old translation of a rereg_mr or dereg_mr, or the new one of a failed request).
 struct Region {
     Mapping map;
     uint8_t* at = nullptr;  // the region's first byte inside `map`
@@ -113,7 +114,7 @@ struct Region {
 // it they name; false for every other request. `body` is the op's whole body (length checked).
 bool memfd_range(ctl::Op op, const uint8_t* body, uint64_t& offset, uint64_t& length);
 
-// io thread: maps [offset, offset + length) of a client's checked memfd, closes the fd and faults
+// The worker: maps [offset, offset + length) of a client's checked memfd, closes the fd and faults
 // in the pages the memfd holds (dpdk_port/prefault.hpp prefault_data; none of a hugetlb memfd),
 // as a NIC driver pins at reg_mr in the caller's context: the data path's first DMA to them takes
 // no fault. The bytes faulted in, or -1: mmap failed.
@@ -145,11 +146,11 @@ public:
     // ---- data thread only (called from the closures) ----
     void add_client(uint32_t id, uint32_t pid, const std::string& comm);
     // Every object destroyed, QPs flushed. Returns the client's memory (its MRs', its rings'), for
-    // the caller to unmap off the data path (hcaemud: the io thread).
+    // the caller to unmap off the data path (hcaemud: its worker thread).
     std::vector<Mapping> remove_client(uint32_t id);
     void all_qps_to_error();          // shutdown: every QP to ERR (flush)
     void flush_to_rings();            // shutdown: the CQEs (flushes) into the rings, events out
-    // Runs one request (its header and memfd checked, the memfd mapped, by the io thread); the
+    // Runs one request (its header and memfd checked, the memfd mapped by the worker); the
     // reply. `region` as Region says.
     Msg request(uint32_t client, const ctl::Hdr& h, const uint8_t* body, Region& region);
     uint32_t max_objects() const { return max_objects_; }

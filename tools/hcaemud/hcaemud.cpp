@@ -26,6 +26,7 @@
 
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemud/engine.hpp"
+#include "tools/hcaemud/worker.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/sysretry.hpp"
 
@@ -88,6 +89,17 @@ bool parse_u32(const std::string& s, uint32_t& v, int base = 10) {
 
 class Server;
 
+// An fd a queued job owns: closed with the job if the job never runs.
+struct OwnedFd {
+    explicit OwnedFd(int f) : fd(f) {}
+    OwnedFd(const OwnedFd&) = delete;
+    OwnedFd& operator=(const OwnedFd&) = delete;
+    ~OwnedFd() {
+        if (fd >= 0) close(fd);
+    }
+    int fd;
+};
+
 // One client connection, on the io thread.
 struct Conn : std::enable_shared_from_this<Conn> {
     Conn(Server& s, SP::socket&& sk, uint32_t i, uint32_t p) : srv(s), sock(std::move(sk)), id(i), pid(p) {}
@@ -117,6 +129,13 @@ private:
     // By value: drop() erases the map entry a caller's reference may point into.
     void proto_error(std::shared_ptr<Conn> c, const ctl::Hdr* h, ctl::Error e);
     void next_request(std::shared_ptr<Conn> c);
+    void map_then_submit(const std::shared_ptr<Conn>& c, const ctl::Hdr& h, int memfd, uint64_t offset,
+                         uint64_t length, std::vector<uint8_t>&& body);
+    // The request to the engine; its reply goes back to the client, if still there.
+    void submit(const std::shared_ptr<Conn>& c, const ctl::Hdr& h, std::vector<uint8_t>&& body,
+                std::shared_ptr<Region> region, std::string comm);
+    // Any thread: memory to unmap, released on the worker.
+    void discard(std::shared_ptr<Region> r) { worker_.post([r = std::move(r)] {}); }
     void send(std::shared_ptr<Conn> c, Msg&& m);
     void flush(std::shared_ptr<Conn> c);
     void drop(std::shared_ptr<Conn> c);
@@ -132,6 +151,7 @@ private:
     std::map<uint32_t, std::shared_ptr<Conn>> conns_;
     uint32_t next_id_ = 1;
     bool stopping_ = false;
+    Worker worker_;  // last: destroyed (joined) first, while everything its jobs use is there
 };
 
 bool Server::listen(std::string& err) {
@@ -298,7 +318,6 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
     const bool memfd = memfd_range(op, buf + sizeof h, offset, length);
     if (!memfd && !fds.empty()) return proto_error(c, &h, ctl::Error::fd_unexpected);
     if (stopping_) return proto_error(c, &h, ctl::Error::shutting_down);
-    auto region = std::make_shared<Region>();  // shared: the closure below is a std::function
     if (memfd) {
         if (fds.size() != 1) return proto_error(c, &h, ctl::Error::bad_fd);
         // The memfd must be sealed against shrinking (a cut mapping would fault the data thread)
@@ -310,9 +329,7 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
             return proto_error(c, &h, ctl::Error::bad_fd);
         const int fd = fds[0];
         fds.clear();
-        const int64_t got = map_client_region(fd, offset, length, *region);  // closes fd
-        if (got < 0) return proto_error(c, &h, ctl::Error::bad_fd);
-        ctr_.inc(DCounter::mr_bytes_prefaulted, uint64_t(got));
+        return map_then_submit(c, h, fd, offset, length, std::vector<uint8_t>(buf + sizeof h, buf + n));
     }
     std::string comm;
     if (op == ctl::Op::hello) {
@@ -324,16 +341,46 @@ void Server::handle(const std::shared_ptr<Conn>& c, const uint8_t* buf, size_t n
         }
         c->hello = true;
     }
-    std::vector<uint8_t> body(buf + sizeof h, buf + n);
+    submit(c, h, std::vector<uint8_t>(buf + sizeof h, buf + n), std::make_shared<Region>(), std::move(comm));
+}
+
+// Mapped and faulted in on the worker (seconds for many GiB); the io thread meanwhile serves the
+// other clients. This one's next request waits for the reply, as always.
+void Server::map_then_submit(const std::shared_ptr<Conn>& c, const ctl::Hdr& h, int memfd, uint64_t offset,
+                             uint64_t length, std::vector<uint8_t>&& body) {
+    auto fd = std::make_shared<OwnedFd>(memfd);  // closed with the job if it never runs
+    ctr_.inc(DCounter::mr_maps_pending);
+    worker_.post([this, id = c->id, h, fd, offset, length, body = std::move(body)]() mutable {
+        auto region = std::make_shared<Region>();
+        const int64_t got = map_client_region(std::exchange(fd->fd, -1), offset, length, *region);
+        asio::post(io_, [this, id, h, got, region, body = std::move(body)]() mutable {
+            ctr_.dec(DCounter::mr_maps_pending);
+            auto it = conns_.find(id);
+            if (it == conns_.end()) return discard(std::move(region));  // the client is gone
+            auto cn = it->second;
+            if (got < 0) return proto_error(cn, &h, ctl::Error::bad_fd);
+            ctr_.inc(DCounter::mr_bytes_prefaulted, uint64_t(got));
+            if (stopping_) {
+                discard(std::move(region));
+                return proto_error(cn, &h, ctl::Error::shutting_down);
+            }
+            submit(cn, h, std::move(body), std::move(region), {});
+        });
+    });
+}
+
+void Server::submit(const std::shared_ptr<Conn>& c, const ctl::Hdr& h, std::vector<uint8_t>&& body,
+                    std::shared_ptr<Region> region, std::string comm) {
     const uint32_t id = c->id, pid = c->pid;
     Engine* eng = eng_;
-    eng->submit([this, eng, id, pid, h, body = std::move(body), region, comm]() mutable {
+    // shared_ptr: the closure is a std::function
+    eng->submit([this, eng, id, pid, h, body = std::move(body), region = std::move(region), comm]() mutable {
         if (ctl::Op(h.op) == ctl::Op::hello) eng->add_client(id, pid, comm);
         Msg r = eng->request(id, h, body.data(), *region);
         // What the engine left in `region` (a dereg_mr's or rereg_mr's old pages, a refused
-        // request's new ones) is unmapped on the io thread, off the data path.
-        asio::post(io_, [this, id, r = std::move(r), unmap = std::move(region)]() mutable {
-            unmap.reset();
+        // request's new ones) is unmapped on the worker, off the data path and the io thread.
+        if (region->map.p) discard(std::move(region));
+        asio::post(io_, [this, id, r = std::move(r)]() mutable {
             auto it = conns_.find(id);
             if (it == conns_.end()) {
                 if (r.fd >= 0) close(r.fd);
@@ -421,9 +468,9 @@ void Server::drop(std::shared_ptr<Conn> c) {
         const uint32_t id = c->id;
         Engine* eng = eng_;
         eng->submit([this, eng, id] {
-            // The client's memory is unmapped here, on the io thread, not on the data path.
+            // The client's memory is unmapped on the worker, not on the data path.
             auto maps = std::make_shared<std::vector<Mapping>>(eng->remove_client(id));
-            asio::post(io_, [maps = std::move(maps)] {});
+            if (!maps->empty()) worker_.post([maps = std::move(maps)] {});
         });
     }
 }
