@@ -16,6 +16,7 @@
 //                                       (DIR/stall: b says rts.b and waits for "stopped" before
 //                                       posting its receives; a says sent.a once its sends completed)
 //   daemon_node hold    SOCK DIR       holds objects until the daemon's shutdown reaches it
+//   daemon_node hello   SOCK N         connects and disconnects N times (a log line each in hcaemud)
 //   daemon_node bigmr   SOCK MIB       registers MIB MiB of written memory from one connection
 //                                       while a second reads the counters: the daemon answers it
 //                                       while the MR is mapped (mr_maps_pending seen at 1)
@@ -933,6 +934,16 @@ int run_hold(const std::string& sock, const std::string& dir) {
     return 0;
 }
 
+// ---- hello: clients that come and go ----
+int run_hello(const std::string& sock, int n) {
+    for (int i = 0; i < n; ++i) {
+        Node c;
+        open_ctx(c, sock);
+    }
+    std::printf("OK hello\n");
+    return 0;
+}
+
 // ---- bigmr: a large reg_mr does not stop the daemon answering other clients ----
 uint64_t daemon_counter(const api::Stats& st, const char* name) {
     for (const auto& [k, v] : st.daemon)
@@ -1045,11 +1056,12 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "res" && argc == 3) return run_res(argv[2]);
     if (mode == "hold" && argc == 4) return run_hold(argv[2], argv[3]);
+    if (mode == "hello" && argc == 4 && std::atoi(argv[3]) > 0) return run_hello(argv[2], std::atoi(argv[3]));
     if (mode == "bigmr" && argc == 4 && std::atoi(argv[3]) > 0) return run_bigmr(argv[2], uint32_t(std::atoi(argv[3])));
     if (mode == "cq" && argc == 3) return run_cq(argv[2]);
     if (mode == "churn" && argc == 4 && std::atoi(argv[3]) > 0) return run_churn(argv[2], std::atoi(argv[3]));
     if (argc != 5 || std::strlen(argv[4]) != 1) {
-        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | bigmr SOCK MIB | churn SOCK ROUNDS | res SOCK\n");
+        std::fprintf(stderr, "usage: daemon_node pair|refuse|stream|ud SOCK DIR ROLE | hold SOCK DIR | bigmr SOCK MIB | hello SOCK N | churn SOCK ROUNDS | res SOCK\n");
         return 2;
     }
     const char role = argv[4][0];

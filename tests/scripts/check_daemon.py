@@ -12,6 +12,7 @@ for its own address back, so that two clients' QPs connect to each other:
 then SIGTERM with a client holding objects: the client sees alive() false and typed failures;
 the daemon exits 0 and removes its socket. Each part is bounded (60 s)."""
 import argparse
+import fcntl
 import os
 import re
 import shutil
@@ -104,6 +105,65 @@ def ring_mappings(pid, kinds='cq|qp|srq'):
             elif cur and parts[0] in ('Size:', 'Rss:'):
                 cur[1 if parts[0] == 'Size:' else 2] = int(parts[1])
     return [tuple(x) for x in out]
+
+
+def check_unread_log(a, tmp):
+    """hcaemud's stderr on a pipe nobody reads (4 KiB): it keeps answering once the pipe is full,
+    writes every waiting line in order once it is read, and drops (and counts) lines, without
+    dying, once the reader is gone."""
+    sock = os.path.join(tmp, 'unread.sock')
+    eal = ('--no-huge -m 256 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error '
+           '--file-prefix hcaemud-unread-%d --vdev=net_ring0' % os.getpid())
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page
+    daemon = subprocess.Popen([a.hcaemud, '--socket', sock, '--eal', eal, '--ip', '198.18.0.1/24'],
+                              stdout=w, stderr=w)
+    os.close(w)
+    nodes = Nodes(a.node, sock)
+    got = b''
+    try:
+        if not check(wait_for(lambda: os.path.exists(sock) or daemon.poll() is not None, 30) and daemon.poll() is None,
+                     'unread log: hcaemud listening on %s' % sock):
+            return
+        n = 150  # ~70 bytes a line: 10 KiB, more than the pipe holds
+        hello = nodes.start_args('hello', [sock, str(n)])
+        nodes.finish(hello)
+        _, _, d1 = nodes.res()
+        check(d1.get('notes_dropped', -1) == 0, 'unread log: nothing dropped while lines wait (%s)'
+              % d1.get('notes_dropped'))
+        os.set_blocking(r, False)
+        end = time.time() + LIMIT
+        while got.count(b' gone: ') < n + 1 and time.time() < end:  # the hellos' and the res call's
+            try:
+                got += os.read(r, 65536)
+            except BlockingIOError:
+                time.sleep(0.02)
+        gone = [int(m) for m in re.findall(rb'hcaemud: client (\d+) \(pid \d+, [^)]*\) gone: ', got)]
+        check(len(gone) == n + 1 and gone == sorted(gone) and len(set(gone)) == len(gone),
+              'unread log: every waiting line written in order once read: %d of %d' % (len(gone), n + 1))
+        os.close(r)
+        r = -1
+        hello = nodes.start_args('hello', [sock, '3'])
+        nodes.finish(hello)
+        _, _, d2 = nodes.res()
+        check(daemon.poll() is None, 'unread log: hcaemud alive after its log\'s reader went away')
+        check(d2.get('notes_dropped', 0) >= 3, 'unread log: lines dropped and counted once nobody can read them: %s'
+              % d2.get('notes_dropped'))
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        check(daemon.returncode == 0, 'unread log: hcaemud exit 0 after SIGTERM (%s)' % daemon.returncode)
+        print('unread log: %d lines waited and came out in order, %d dropped after the reader left'
+              % (len(gone), d2.get('notes_dropped', 0)), flush=True)
+    finally:
+        if r >= 0:
+            os.close(r)
+        nodes.kill_all()
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
 
 
 def main():
@@ -229,6 +289,9 @@ def main():
         print('--- hcaemud (exit %s)\n%s' % (daemon.returncode, out[-3000:]), end='', flush=True)
         check(daemon.returncode == 0, 'hcaemud: exit 0 after SIGTERM')
         check(not os.path.exists(sock), 'hcaemud: socket removed')
+
+        # ---- a log nobody reads ----
+        check_unread_log(a, tmp)
     finally:
         nodes.kill_all()
         if daemon.poll() is None:

@@ -3,7 +3,9 @@
 #include "tools/hcaemud/engine.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -200,8 +203,8 @@ Engine::Engine(tools::Attached& att, DCounters& ctr, uint32_t max_objects, SendF
 }
 
 Engine::~Engine() {
-    note_wake_ = nullptr;  // the io thread is gone: what is left is written here
-    write_notes(stderr);
+    note_wake_ = nullptr;  // the io thread is gone: what is left is written here, if it can be
+    for (std::string& l : take_notes()) note(std::move(l));
     while (!clients_.empty()) remove_client(clients_.begin()->first);
     dev_.set_rq_fill(nullptr, nullptr);
 }
@@ -869,9 +872,27 @@ std::vector<Mapping> Engine::remove_client(uint32_t id) {
     return maps;
 }
 
+WriteNow write_now(int fd, std::string& line) {
+    while (!line.empty()) {
+        pollfd p{fd, POLLOUT, 0};
+        const int r = ::poll(&p, 1, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) return WriteNow::later;
+        if (r < 0 || (p.revents & (POLLERR | POLLNVAL))) return WriteNow::failed;  // no reader, no fd
+        const ssize_t w = ::write(fd, line.data(), std::min<size_t>(line.size(), PIPE_BUF));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteNow::later;
+            return WriteNow::failed;  // EPIPE (SIGPIPE ignored), EIO, ...
+        }
+        line.erase(0, size_t(w));
+    }
+    return WriteNow::done;
+}
+
 void Engine::note(std::string line) {
     if (!note_wake_) {
-        std::fputs(line.c_str(), stderr);
+        if (write_now(2, line) != WriteNow::done) ctr_.inc(DCounter::notes_dropped);
         return;
     }
     {
@@ -881,13 +902,11 @@ void Engine::note(std::string line) {
     note_wake_();
 }
 
-void Engine::write_notes(std::FILE* f) {
+std::vector<std::string> Engine::take_notes() {
     std::vector<std::string> lines;
-    {
-        std::lock_guard<std::mutex> g(notes_mu_);
-        lines.swap(notes_);
-    }
-    for (const std::string& l : lines) std::fputs(l.c_str(), f);
+    std::lock_guard<std::mutex> g(notes_mu_);
+    lines.swap(notes_);
+    return lines;
 }
 
 // ---------------------------------------------------------------- requests

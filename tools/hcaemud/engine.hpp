@@ -46,7 +46,8 @@ namespace hcaemu::daemon {
     X(lane_conflicts)       /* --lcores: QPs refused whose CQs or SRQ are used on two lcores */ \
     X(lane_pauses)          /* --lcores: command batches run with the other lcores parked */ \
     X(mr_bytes_prefaulted)  /* client memory faulted in by the worker at reg_mr/rereg_mr */ \
-    X(mr_maps_pending)      /* now: reg_mr/rereg_mr memfds being mapped by the worker */
+    X(mr_maps_pending)      /* now: reg_mr/rereg_mr memfds being mapped by the worker */ \
+    X(notes_dropped)        /* log lines not written: stderr full for too long, or closed */
 
 enum class DCounter : uint32_t {
 #define HCAEMUD_X(n) n,
@@ -120,6 +121,12 @@ bool memfd_range(ctl::Op op, const uint8_t* body, uint64_t& offset, uint64_t& le
 // no fault. The bytes faulted in, or -1: mmap failed.
 int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out);
 
+// One line to `fd` if it can take it now, without blocking: poll first (a pipe with a free buffer
+// takes a write of up to a page, PIPE_BUF; files and terminals always do). `line` keeps what is
+// left after a short write.
+enum class WriteNow { done, later, failed };
+WriteNow write_now(int fd, std::string& line);
+
 struct Client;
 struct QpE;
 struct SrqE;
@@ -156,11 +163,11 @@ public:
     uint32_t max_objects() const { return max_objects_; }
 
     // The data thread's log lines (a client gone) are written by another thread, so that the data
-    // path never waits on stderr (a pipe nobody drains would stop it). `wake` runs on the data
-    // thread when a line is queued: it has the io thread call write_notes. Unset, the data thread
-    // writes them itself (the fuzz target).
+    // path never waits on stderr. `wake` runs on the data thread when a line is queued: it has the
+    // io thread take them (log.hpp writes them without blocking). Unset (the fuzz target, the
+    // destructor), they go to stderr at once by write_now, or are dropped and counted.
     void set_note_wake(std::function<void()> wake) { note_wake_ = std::move(wake); }
-    void write_notes(std::FILE* f);  // the queued lines, in order
+    std::vector<std::string> take_notes();  // the queued lines, in order
 
 private:
     // One lcore's share: the QPs its engine owns, the CQs and SRQs they use.

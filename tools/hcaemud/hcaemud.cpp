@@ -17,6 +17,7 @@
 #include <boost/asio/generic/seq_packet_protocol.hpp>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -26,6 +27,7 @@
 
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemud/engine.hpp"
+#include "tools/hcaemud/log.hpp"
 #include "tools/hcaemud/worker.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/sysretry.hpp"
@@ -113,7 +115,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
 
 class Server {
 public:
-    Server(asio::io_context& io, DCounters& ctr, const Options& o) : io_(io), ctr_(ctr), opt_(o), acc_(io), sig_(io, SIGTERM, SIGINT) {}
+    Server(asio::io_context& io, DCounters& ctr, LogWriter& log, const Options& o)
+        : io_(io), ctr_(ctr), log_(log), opt_(o), acc_(io), sig_(io, SIGTERM, SIGINT) {}
     bool listen(std::string& err);
     void set_engine(Engine* e) { eng_ = e; }
     void start();
@@ -144,6 +147,7 @@ private:
 
     asio::io_context& io_;
     DCounters& ctr_;
+    LogWriter& log_;
     const Options& opt_;
     asio::basic_socket_acceptor<SP> acc_;
     asio::signal_set sig_;
@@ -478,7 +482,7 @@ void Server::drop(std::shared_ptr<Conn> c) {
 void Server::shutdown() {
     if (stopping_) return;
     stopping_ = true;
-    std::fprintf(stderr, "hcaemud: stopping: every QP to ERR, clients told\n");
+    log_.add("hcaemud: stopping: every QP to ERR, clients told\n");
     boost::system::error_code ig;
     acc_.close(ig);
     Engine* eng = eng_;
@@ -590,9 +594,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "hcaemud: %s\n", err.c_str());
         return 1;
     }
+    // A log pipe whose reader is gone must not kill the daemon: its lines are dropped (log.hpp);
+    // the sockets send with MSG_NOSIGNAL.
+    signal(SIGPIPE, SIG_IGN);
     asio::io_context io;
     DCounters ctr;
-    Server srv(io, ctr, o);
+    LogWriter logw(io, ctr);
+    Server srv(io, ctr, logw, o);
     if (!srv.listen(err)) {
         std::fprintf(stderr, "hcaemud: %s\n", err.c_str());
         return 1;
@@ -605,7 +613,7 @@ int main(int argc, char** argv) {
     }
     Engine eng(*att, ctr, o.max_objects, [&srv](uint32_t client, Msg&& m) { srv.deliver(client, std::move(m)); });
     srv.set_engine(&eng);
-    eng.set_note_wake([&io, &eng] { asio::post(io, [&eng] { eng.write_notes(stderr); }); });
+    eng.set_note_wake([&io, &eng, &logw] { asio::post(io, [&eng, &logw] { logw.add(eng.take_notes()); }); });
     srv.start();
 
     // The data path on a worker lcore when the EAL has one, else on a thread of its own.
@@ -630,14 +638,15 @@ int main(int argc, char** argv) {
     const std::string where = on_lcore ? "lcore " + std::to_string(worker)
                               : tl >= 0 ? "a thread (lcore id " + std::to_string(tl) + ")"
                                         : "a thread (no lcore id: " + reg_error + ")";
-    std::fprintf(stderr, "hcaemud: serving %s on %s (GID index %d), data path on %s\n", o.socket.c_str(),
-                 tools::gid_to_string(att->gid()).c_str(), att->gid_index(), where.c_str());
+    logw.add("hcaemud: serving " + o.socket + " on " + tools::gid_to_string(att->gid()) + " (GID index " +
+             std::to_string(att->gid_index()) + "), data path on " + where + "\n");
     io.run();
     eng.stop();
     if (on_lcore) rte_eal_wait_lcore(worker);
     else th.join();
-    eng.write_notes(stderr);  // lines queued after the io loop stopped (clients removed at the stop)
+    logw.add(eng.take_notes());  // lines queued after the io loop stopped (clients removed at the stop)
     unlink(o.socket.c_str());
-    std::fprintf(stderr, "hcaemud: stopped\n");
+    logw.add("hcaemud: stopped\n");
+    logw.flush_now();  // what stderr takes now; never a hang at exit
     return 0;
 }
