@@ -9,8 +9,10 @@ for its own address back, so that two clients' QPs connect to each other:
   stream  a client SIGKILLed mid-transfer: its objects gone from res_list, its peer sees retry
           exceeded, recreates its QP (on an SRQ) and takes a byte-exact transfer from a new client
   ud      UD SENDs through an AH (one inline): GRH, src_qp, payload byte-exact
+  bigmr   a 1 GiB reg_mr while another client reads the counters: answered during the mapping
 then SIGTERM with a client holding objects: the client sees alive() false and typed failures;
-the daemon exits 0 and removes its socket. Each part is bounded (60 s)."""
+the daemon exits 0 and removes its socket. Last, a second daemon whose stderr is a 4 KiB pipe
+nobody reads, then nobody can read. Each part is bounded (60 s)."""
 import argparse
 import fcntl
 import os
