@@ -145,7 +145,8 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
         // made (msync: ENOMEM while the page is unmapped).
         char* hole = nullptr;
         bool refused = false, filled = true;
-        for (int attempt = 0; attempt < 20 && filled; ++attempt) {
+        int attempt = 0;
+        for (; attempt < 20 && filled; ++attempt) {
             hole = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
             munmap(hole + 4096, 4096);
             errno = 0;
@@ -158,6 +159,7 @@ void check_unsupported(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq) {
                 munmap(hole + 2 * 4096, 4096);
             }
         }
+        if (attempt > 1) std::printf("ibv_reg_mr over a hole: %d hole(s) filled by another thread first\n", attempt - 1);
         check(!filled && refused, "ibv_reg_mr over a hole: NULL, EFAULT");
         if (filled) hole = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
         mprotect(hole, 4096, PROT_READ);
