@@ -542,15 +542,8 @@ bool check_socket_path(const std::string& path, std::string& err) {
     return true;
 }
 
-int lcore_main(void* arg) {
-    static_cast<Engine*>(arg)->run();
-    return 0;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-    Options o;
+// The command line into `o`: -1 to go on, else the exit status (0 after --help, 2 a bad argument).
+int parse_options(int argc, char** argv, Options& o) {
     for (int i = 1; i < argc; ++i) {
         std::string err;
         const int t = tools::take_attach_option(argc, argv, i, o.att, err);
@@ -588,6 +581,19 @@ int main(int argc, char** argv) {
     if (o.att.eal.empty()) o.att.eal = kDefaultEal;
     if (o.att.ip.empty()) o.att.ip = kDefaultIp;
     o.att.inject_notes = true;  // rules may come at run time (hcaemu inject add)
+    return -1;
+}
+
+int lcore_main(void* arg) {
+    static_cast<Engine*>(arg)->run();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    if (const int rc = parse_options(argc, argv, o); rc >= 0) return rc;
 
     std::string err;
     if (!check_socket_path(o.socket, err)) {
