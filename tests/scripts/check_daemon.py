@@ -12,13 +12,14 @@ for its own address back, so that two clients' QPs connect to each other:
   bigmr   a 1 GiB reg_mr while another client reads the counters: answered during the mapping
 then SIGTERM with a client holding objects: the client sees alive() false and typed failures;
 the daemon exits 0 and removes its socket. Last, a second daemon whose stderr is a 4 KiB pipe
-nobody reads, then nobody can read. Each part is bounded (60 s)."""
+nobody reads, then nobody can read, its port a memif server logging at debug. Each part is bounded (60 s)."""
 import argparse
 import fcntl
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -109,17 +110,44 @@ def ring_mappings(pid, kinds='cq|qp|srq'):
     return [tuple(x) for x in out]
 
 
+def start_daemon(a, sock, prefix, out, vdev='net_ring0', log_level='lib.eal:error'):
+    """hcaemud on one lcore, its stdout and stderr to out."""
+    eal = ('--no-huge -m 256 --no-pci --no-shconf -l 0 --no-telemetry --log-level %s '
+           '--file-prefix %s-%d --vdev=%s' % (log_level, prefix, os.getpid(), vdev))
+    return subprocess.Popen([a.hcaemud, '--socket', sock, '--eal', eal, '--ip', '198.18.0.1/24'],
+                            stdout=out, stderr=subprocess.STDOUT if out == subprocess.PIPE else out,
+                            text=out == subprocess.PIPE)
+
+
+def memif_hellos(path, n):
+    """n connections to a memif server's socket, each closed once its HELLO (128 bytes) came: how
+    many came within 2 s each. DPDK's memif logs each on its interrupt thread (at debug)."""
+    got = 0
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(2)
+        try:
+            s.connect(path)
+            if len(s.recv(256)) == 128:
+                got += 1
+        except OSError:
+            pass
+        finally:
+            s.close()
+    return got
+
+
 def check_unread_log(a, tmp):
     """hcaemud's stderr on a pipe nobody reads (4 KiB): it keeps answering once the pipe is full,
     writes every waiting line in order once it is read, and drops (and counts) lines, without
-    dying, once the reader is gone."""
+    dying, once the reader is gone. Its port is a memif server logging at debug: DPDK's own lines,
+    written on DPDK's interrupt thread, wait like the daemon's and never stop that thread."""
     sock = os.path.join(tmp, 'unread.sock')
-    eal = ('--no-huge -m 256 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error '
-           '--file-prefix hcaemud-unread-%d --vdev=net_ring0' % os.getpid())
+    msock = os.path.join(tmp, 'unread-memif.sock')
     r, w = os.pipe()
     fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page
-    daemon = subprocess.Popen([a.hcaemud, '--socket', sock, '--eal', eal, '--ip', '198.18.0.1/24'],
-                              stdout=w, stderr=w)
+    daemon = start_daemon(a, sock, 'hcaemud-unread', w, vdev='net_memif0,role=server,socket=%s,socket-abstract=no' % msock,
+                          log_level='lib.eal:error --log-level pmd.net.memif:debug')
     os.close(w)
     nodes = Nodes(a.node, sock)
     got = b''
@@ -130,12 +158,16 @@ def check_unread_log(a, tmp):
         n = 150  # ~70 bytes a line: 10 KiB, more than the pipe holds
         hello = nodes.start_args('hello', [sock, str(n)])
         nodes.finish(hello)
+        k = 40  # each 3 lines of memif's, ~170 bytes: more than the pipe holds
+        hellos = memif_hellos(msock, k)
+        check(hellos == k, 'unread log: memif answered %d of %d connections with its log full' % (hellos, k))
         _, _, d1 = nodes.res()
         check(d1.get('notes_dropped', -1) == 0, 'unread log: nothing dropped while lines wait (%s)'
               % d1.get('notes_dropped'))
         os.set_blocking(r, False)
         end = time.time() + LIMIT
-        while got.count(b' gone: ') < n + 1 and time.time() < end:  # the hellos' and the res call's
+        accepted = b'Connection request accepted'
+        while (got.count(b' gone: ') < n + 1 or got.count(accepted) < k) and time.time() < end:
             try:
                 got += os.read(r, 65536)
             except BlockingIOError:
@@ -143,13 +175,18 @@ def check_unread_log(a, tmp):
         gone = [int(m) for m in re.findall(rb'hcaemud: client (\d+) \(pid \d+, [^)]*\) gone: ', got)]
         check(len(gone) == n + 1 and gone == sorted(gone) and len(set(gone)) == len(gone),
               'unread log: every waiting line written in order once read: %d of %d' % (len(gone), n + 1))
+        last_hello = [m.start() for m in re.finditer(b' gone: ', got)][n - 1:n] or [len(got)]
+        check(got.count(accepted) == k and got.find(accepted) > last_hello[0],
+              'unread log: memif\'s %d of %d lines written, after the clients\' lines' % (got.count(accepted), k))
         os.close(r)
         r = -1
         hello = nodes.start_args('hello', [sock, '3'])
         nodes.finish(hello)
+        hellos = memif_hellos(msock, 3)
         _, _, d2 = nodes.res()
-        check(daemon.poll() is None, 'unread log: hcaemud alive after its log\'s reader went away')
-        check(d2.get('notes_dropped', 0) >= 3, 'unread log: lines dropped and counted once nobody can read them: %s'
+        check(daemon.poll() is None and hellos == 3,
+              'unread log: hcaemud and memif (%d of 3) alive after the log\'s reader went away' % hellos)
+        check(d2.get('notes_dropped', 0) >= 6, 'unread log: lines dropped and counted once nobody can read them: %s'
               % d2.get('notes_dropped'))
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -157,8 +194,8 @@ def check_unread_log(a, tmp):
         except subprocess.TimeoutExpired:
             pass
         check(daemon.returncode == 0, 'unread log: hcaemud exit 0 after SIGTERM (%s)' % daemon.returncode)
-        print('unread log: %d lines waited and came out in order, %d dropped after the reader left'
-              % (len(gone), d2.get('notes_dropped', 0)), flush=True)
+        print('unread log: %d lines and %d of memif\'s connections waited and came out in order, %d dropped '
+              'after the reader left' % (len(gone), got.count(accepted), d2.get('notes_dropped', 0)), flush=True)
     finally:
         if r >= 0:
             os.close(r)
@@ -176,10 +213,7 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix='hcaemud-test-')
     sock = os.path.join(tmp, 'hcaemu.sock')
-    eal = ('--no-huge -m 256 --no-pci --no-shconf -l 0 --no-telemetry --log-level lib.eal:error '
-           '--file-prefix hcaemud-test-%d --vdev=net_ring0' % os.getpid())
-    daemon = subprocess.Popen([a.hcaemud, '--socket', sock, '--eal', eal, '--ip', '198.18.0.1/24'],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    daemon = start_daemon(a, sock, 'hcaemud-test', subprocess.PIPE)
     nodes = Nodes(a.node, sock)
     try:
         if not check(wait_for(lambda: os.path.exists(sock) or daemon.poll() is not None, 30) and daemon.poll() is None,

@@ -3,9 +3,7 @@
 #include "tools/hcaemud/engine.hpp"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <malloc.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -870,24 +868,6 @@ std::vector<Mapping> Engine::remove_client(uint32_t id) {
     ctr_.inc(DCounter::objects_cleaned, n);
     ctr_.inc(DCounter::clients_cleaned);
     return maps;
-}
-
-WriteNow write_now(int fd, std::string& line) {
-    while (!line.empty()) {
-        pollfd p{fd, POLLOUT, 0};
-        const int r = ::poll(&p, 1, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0) return WriteNow::later;
-        if (r < 0 || (p.revents & (POLLERR | POLLNVAL))) return WriteNow::failed;  // no reader, no fd
-        const ssize_t w = ::write(fd, line.data(), std::min<size_t>(line.size(), PIPE_BUF));
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return WriteNow::later;
-            return WriteNow::failed;  // EPIPE (SIGPIPE ignored), EIO, ...
-        }
-        line.erase(0, size_t(w));
-    }
-    return WriteNow::done;
 }
 
 void Engine::note(std::string line) {

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "tools/attach/attach.hpp"
+#include "tools/hcaemud/log_line.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/shm.hpp"
 
@@ -120,12 +121,6 @@ bool memfd_range(ctl::Op op, const uint8_t* body, uint64_t& offset, uint64_t& le
 // as a NIC driver pins at reg_mr in the caller's context: the data path's first DMA to them takes
 // no fault. The bytes faulted in, or -1: mmap failed.
 int64_t map_client_region(int fd, uint64_t offset, uint64_t length, Region& out);
-
-// One line to `fd` if it can take it now, without blocking: poll first (a pipe with a free buffer
-// takes a write of up to a page, PIPE_BUF; files and terminals always do). `line` keeps what is
-// left after a short write.
-enum class WriteNow { done, later, failed };
-WriteNow write_now(int fd, std::string& line);
 
 struct Client;
 struct QpE;

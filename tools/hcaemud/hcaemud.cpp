@@ -28,6 +28,7 @@
 #include "tools/attach/attach.hpp"
 #include "tools/hcaemud/engine.hpp"
 #include "tools/hcaemud/log.hpp"
+#include "tools/hcaemud/log_line.hpp"
 #include "tools/hcaemud/worker.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/sysretry.hpp"
@@ -617,6 +618,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "hcaemud: %s\n", err.c_str());
         return 1;
     }
+    // DPDK's lines from here on wait with the daemon's for stderr, on the io thread (log_line.hpp).
+    route_dpdk_log([&io, &logw](std::string&& line) {
+        asio::post(io, [&logw, l = std::move(line)]() mutable { logw.add(std::move(l)); });
+    });
     Engine eng(*att, ctr, o.max_objects, [&srv](uint32_t client, Msg&& m) { srv.deliver(client, std::move(m)); });
     srv.set_engine(&eng);
     eng.set_note_wake([&io, &eng, &logw] { asio::post(io, [&eng, &logw] { logw.add(eng.take_notes()); }); });
@@ -647,6 +652,7 @@ int main(int argc, char** argv) {
     logw.add("hcaemud: serving " + o.socket + " on " + tools::gid_to_string(att->gid()) + " (GID index " +
              std::to_string(att->gid_index()) + "), data path on " + where + "\n");
     io.run();
+    route_dpdk_log(nullptr);  // no io thread to wait on now
     eng.stop();
     if (on_lcore) rte_eal_wait_lcore(worker);
     else th.join();

@@ -1,7 +1,8 @@
 // hcaemud's log lines on stderr, written by the io thread without ever blocking it: a pipe nobody
 // drains (a supervisor that keeps the fd and reads nothing) would otherwise stop every control
 // request once it filled. Lines wait while the pipe is full, up to kMaxWaiting (newer ones are
-// then dropped and counted, notes_dropped), and go out in order as it drains.
+// then dropped and counted, notes_dropped), and go out in order as it drains. DPDK's own lines
+// join them (log_line.hpp).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -17,7 +18,7 @@ namespace hcaemu::daemon {
 class LogWriter {
 public:
     static constexpr size_t kMaxWaiting = 4096;  // lines
-    static constexpr size_t kMaxLine = 4096;     // longer lines are cut (one pipe buffer)
+    static constexpr size_t kMaxLine = 4096;     // longer lines are cut: what waits is bounded (16 MiB)
 
     // fd: where the lines go (2). Lines wait on the io thread's timer while it is full.
     LogWriter(boost::asio::io_context& io, DCounters& ctr, int fd = 2);
