@@ -1,6 +1,7 @@
 // hcaemud's data thread: control operations, doorbells, CQ rings, events. See engine.hpp and
 // tools/libhcaemu/PROTOCOL.md.
 #include "tools/hcaemud/engine.hpp"
+#include "tools/hcaemud/log_line.hpp"
 
 #include <fcntl.h>
 #include <malloc.h>

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "tools/attach/attach.hpp"
-#include "tools/hcaemud/log_line.hpp"
 #include "tools/libhcaemu/proto.hpp"
 #include "tools/libhcaemu/shm.hpp"
 

@@ -1,5 +1,7 @@
 #include "tools/hcaemud/log.hpp"
 
+#include "tools/hcaemud/log_line.hpp"
+
 #include <chrono>
 
 namespace hcaemu::daemon {
