@@ -1,5 +1,6 @@
 #include "hca_model/dma.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hca_model/device.hpp"
@@ -18,7 +19,8 @@ MrError check_mr_access(const MrObj* mr, const PdObj* pd, uint64_t va, uint64_t 
 
 namespace {
 
-// Walks an SGE list from byte `offset`, calling fn(host pointer, bytes) for each piece.
+// Walks an SGE list from byte `offset`, calling fn(host pointer, bytes, bytes of its SGE after
+// the piece) for each piece.
 template <class F>
 MrError walk(Device& dev, const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, uint64_t len,
              uint32_t need, F&& fn) {
@@ -32,7 +34,7 @@ MrError walk(Device& dev, const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t 
         const MrObj* mr = dev.mr_by_key(s.lkey);
         const MrError e = check_mr_access(mr, pd, s.addr + offset, take, need);
         if (e != MrError::ok) return e;
-        fn(mr->host + (s.addr + offset - mr->iova), take);
+        fn(mr->host + (s.addr + offset - mr->iova), take, s.length - offset - take);
         len -= take;
         offset = 0;
     }
@@ -43,13 +45,14 @@ MrError walk(Device& dev, const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t 
 
 MrError DmaEngine::gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst) {
     uint8_t* out = dst.data();
-    const MrError e = walk(dev_, pd, sgl, n, offset, dst.size(), 0, [&](uint8_t* p, uint64_t k) {
+    const MrError e = walk(dev_, pd, sgl, n, offset, dst.size(), 0, [&](uint8_t* p, uint64_t k, uint64_t rest) {
         std::memcpy(out, p, k);
         out += k;
         // Read ahead as a NIC's DMA engine does: a long message's next packet gathers the bytes
-        // after these, and the loads of a cold MR stall the copy (prefetches never fault).
+        // after these (at most as many, and only the SGE's own), and the loads of a cold MR stall
+        // the copy.
         if (k >= 512)
-            for (uint64_t o = 0; o < k; o += 64) __builtin_prefetch(p + k + o);
+            for (uint64_t o = 0, ahead = std::min(k, rest); o < ahead; o += 64) __builtin_prefetch(p + k + o);
     });
     if (e != MrError::ok) dev_.counters().add(Counter::dma_access_errors);
     else dev_.counters().add(Counter::dma_bytes_read, dst.size());
@@ -58,13 +61,13 @@ MrError DmaEngine::gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t 
 
 MrError DmaEngine::scatter(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<const uint8_t> src) {
     // Check the whole range before writing a byte: a refused access writes nothing.
-    MrError e = walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [](uint8_t*, uint64_t) {});
+    MrError e = walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [](uint8_t*, uint64_t, uint64_t) {});
     if (e != MrError::ok) {
         dev_.counters().add(Counter::dma_access_errors);
         return e;
     }
     const uint8_t* in = src.data();
-    walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [&](uint8_t* p, uint64_t k) {
+    walk(dev_, pd, sgl, n, offset, src.size(), access::local_write, [&](uint8_t* p, uint64_t k, uint64_t) {
         std::memcpy(p, in, k);
         in += k;
     });
