@@ -17,7 +17,8 @@ namespace {
 
 // Who holds a pool buffer. 1 and 2: the wire, with that many copies in flight.
 constexpr uint8_t kFree = 0;
-constexpr uint8_t kOnRing = 0xFE;  // arrived, on the rx ring
+constexpr uint8_t kLent = 0xFD;    // handed over: the other end's user (after its rx_burst)
+constexpr uint8_t kOnRing = 0xFE;  // arrived, on an rx ring (the other end's, when handed over)
 constexpr uint8_t kApp = 0xFF;     // the port's user (after alloc or rx_burst)
 
 void check_index(int i, const char* what) {
@@ -65,6 +66,7 @@ public:
         uint64_t t = 0;  // delivery time
         uint32_t slot = 0;
         uint32_t len = 0;
+        bool lent = false;  // `slot` is in the sending end's pool (handed over), not this one's
     };
 
     EndPort(MemWire& w, int idx)
@@ -96,8 +98,9 @@ public:
             const RxEntry& e = ring_[ring_head_];
             ring_head_ = ring_head_ + 1 == ring_.size() ? 0 : ring_head_ + 1;
             --ring_count_;
-            state_[e.slot] = kApp;
-            frames[k++] = Frame{buf(e.slot), e.len, cap_, e.slot};
+            EndPort& owner = e.lent ? peer() : *this;
+            owner.state_[e.slot] = e.lent ? kLent : kApp;
+            frames[k++] = Frame{owner.buf(e.slot), e.len, cap_, e.slot};
             ++stats_.rx_frames;
             stats_.rx_bytes += e.len;
         }
@@ -105,8 +108,10 @@ public:
     }
 
     void free(Frame& f) override {
-        check_owned(f, "free");
-        give(f.slot);
+        // A buffer handed over by the other end goes back to its pool.
+        EndPort& owner = !holds(f.data) && peer().holds(f.data) ? peer() : *this;
+        owner.check_owned(f, "free", &owner == this ? kApp : kLent);
+        owner.give(f.slot);
         f = Frame{};
     }
 
@@ -114,17 +119,24 @@ public:
     uint32_t mtu() const override { return w_.cfg_.mtu; }
     PortStats stats() const override { return stats_; }
 
-    // The buffer behind `f` must be this pool's and the user's.
-    void check_owned(const Frame& f, const char* what) const {
+    // The buffer behind `f` must be this pool's and the user's (kApp), or lent to the other
+    // end's user (kLent).
+    void check_owned(const Frame& f, const char* what, uint8_t holder = kApp) const {
         if (f.slot >= n_ || f.data != buf(f.slot))
             throw std::invalid_argument(std::string("MemWire ") + what + ": frame not from end " + std::to_string(idx_) + "'s pool");
-        if (state_[f.slot] != kApp)
+        if (state_[f.slot] != holder)
             throw std::invalid_argument(std::string("MemWire ") + what + ": buffer " + std::to_string(f.slot) +
                                         " is not the user's (freed or sent already?)");
         if (f.len > cap_) throw std::invalid_argument(std::string("MemWire ") + what + ": len above the buffer's capacity");
     }
 
     uint8_t* buf(uint32_t s) const { return mem_.get() + size_t(s) * cap_; }
+    bool holds(const uint8_t* p) const {
+        const uintptr_t a = uintptr_t(p), b = uintptr_t(mem_.get());
+        return a >= b && a - b < size_t(n_) * cap_;
+    }
+    EndPort& peer() const { return *w_.ends_[1 - idx_]; }
+    uint8_t holders(uint32_t s) const { return state_[s]; }
     bool take(uint32_t& s) {
         if (free_list_.empty()) return false;
         s = free_list_.back();
@@ -146,7 +158,6 @@ public:
         if (tail >= ring_.size()) tail -= ring_.size();
         ring_[tail] = e;
         ++ring_count_;
-        state_[e.slot] = kOnRing;
     }
     uint32_t ring_count() const { return uint32_t(ring_count_); }
     uint64_t ring_head_time() const { return ring_count_ ? ring_[ring_head_].t : UINT64_MAX; }
@@ -434,18 +445,26 @@ void MemWire::deliver(int dir) {
     while (!D.empty() && D.front().t <= now) {
         const Dir::Entry e = D.pop();
         const uint8_t* src = tx.buf(e.slot);
-        uint32_t rs;
-        if (rx.ring_full() || !rx.take(rs)) {
+        // Handed over: the last copy in flight arrives in the sender's own buffer.
+        const bool lend = cfg_.hand_over && tx.holders(e.slot) == 1;
+        uint32_t rs = e.slot;
+        if (rx.ring_full() || (!lend && !rx.take(rs))) {
             ++D.stats.rx_full;
             ++rx.stats_.rx_dropped;
             tap(dir, src, e.len, e.t, Event::rx_full);
+            tx.release(e.slot);
+            continue;
+        }
+        if (lend) {
+            tx.set_state(e.slot, kOnRing);
         } else {
             std::memcpy(rx.buf(rs), src, e.len);
-            rx.ring_push({e.t, rs, e.len});
-            ++D.stats.delivered;
-            tap(dir, rx.buf(rs), e.len, e.t, Event::delivered);
+            rx.set_state(rs, kOnRing);
+            tx.release(e.slot);
         }
-        tx.release(e.slot);
+        rx.ring_push({e.t, rs, e.len, lend});
+        ++D.stats.delivered;
+        tap(dir, lend ? src : rx.buf(rs), e.len, e.t, Event::delivered);
     }
 }
 

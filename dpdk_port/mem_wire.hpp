@@ -8,10 +8,13 @@
 // sender's buffer to the wire; when the frame arrives (its delivery time <= clock.now_ns()) it is
 // copied into a buffer of the receiver's pool and put on the receiver's rx ring (`rx_ring`
 // frames), and the sender's buffer returns to the sender's pool. No allocation per frame.
+// With `hand_over` the wire copies nothing (as memif's zero-copy mode): a frame arrives in the
+// sender's own buffer, which returns to the sender's pool when the receiver frees it; only the
+// first of a duplicated frame's two copies is copied into the receiver's pool.
 //
 // Arrivals are processed at every alloc, tx_burst and rx_burst on either end, in delivery-time
-// order (ties in send order). A frame that arrives when the receiver's rx ring is full or its
-// pool is empty is dropped (rx_full, and the receiving port's rx_dropped).
+// order (ties in send order). A frame that arrives when the receiver's rx ring is full or, when
+// it is to be copied, its pool is empty is dropped (rx_full, and the receiving port's rx_dropped).
 //
 // Determinism: each direction draws from its own std::mt19937_64 seeded from (seed, direction),
 // the same six numbers for every frame sent (filtered or not), so the random faults of frame
@@ -48,6 +51,7 @@ struct WireConfig {
     uint32_t pool_frames = 4096;  // buffers per end, shared by its transmit and receive sides
     uint32_t frame_cap = kMaxJumboMtu + uint32_t(pkt::kEthLen + pkt::kVlanLen);  // >= mtu + 18
     uint32_t rx_ring = 1024;  // arrived frames per end waiting for rx_burst
+    bool hand_over = false;   // deliver in the sender's buffer instead of a copy (above)
     uint64_t seed = 1;
     FaultConfig faults[2];  // [direction]: 0 = end 0 -> end 1, 1 = end 1 -> end 0
     pkt::Mac mac[2] = {pkt::Mac{0x02, 0, 0, 0, 0, 0x01}, pkt::Mac{0x02, 0, 0, 0, 0, 0x02}};
@@ -110,7 +114,7 @@ public:
     const WireStats& stats(int dir) const;
     uint32_t in_flight(int dir) const;    // copies on the wire, not yet arrived
     uint32_t rx_pending(int end) const;   // frames on the end's rx ring
-    uint32_t pool_free(int end) const;    // free buffers in the end's pool
+    uint32_t pool_free(int end) const;    // free buffers in the end's pool (handed-over ones too)
     uint32_t pool_frames() const;
 
 private:

@@ -140,6 +140,7 @@ struct TapRecord {
 TEST_CASE("no faults: byte-exact, in order, at exactly the latency") {
     VirtualClock clk(5000);
     WireConfig cfg = small_config();
+    cfg.hand_over = GENERATE(false, true);
     cfg.mac[0] = {0x02, 0xAA, 0, 0, 0, 0x10};
     MemWire w(cfg, clk);
     CHECK(w.end(0).mac() == cfg.mac[0]);
@@ -464,6 +465,7 @@ TEST_CASE("delivery order is (arrival time, send order) with thousands in flight
     cfg.faults[0].delay_ns = 5000;
     cfg.faults[0].reorder = 0.3;
     cfg.faults[0].reorder_ns = 700;
+    cfg.hand_over = GENERATE(false, true);
     MemWire w(cfg, clk);
     std::vector<uint64_t> sent_at;
     std::vector<std::pair<uint64_t, uint32_t>> arrivals;
@@ -503,6 +505,7 @@ TEST_CASE("delivery order is (arrival time, send order) with thousands in flight
 TEST_CASE("duplicate: two identical copies, back to back") {
     VirtualClock clk;
     WireConfig cfg = small_config();
+    cfg.hand_over = GENERATE(false, true);
     cfg.faults[0].duplicate = 1.0;
     MemWire w(cfg, clk);
     const auto f = make_frame(300, 42);
@@ -535,6 +538,7 @@ TEST_CASE("duplicate: two identical copies, back to back") {
 TEST_CASE("corrupt flips exactly one bit, anywhere in the frame") {
     VirtualClock clk;
     WireConfig cfg = small_config();
+    cfg.hand_over = GENERATE(false, true);
     cfg.faults[0].corrupt = 1.0;
     MemWire w(cfg, clk);
     std::set<uint64_t> bits;
@@ -777,6 +781,88 @@ TEST_CASE("a full rx ring or an empty receiver pool drops and counts") {
     check_all_returned(w);
 }
 
+TEST_CASE("hand_over: a frame arrives in the sender's buffer, which returns at the receiver's free") {
+    VirtualClock clk;
+    WireConfig cfg = small_config();
+    cfg.hand_over = true;
+    cfg.pool_frames = 8;
+    MemWire w(cfg, clk);
+    std::vector<const uint8_t*> tapped;
+    w.set_tap([&](int, const uint8_t* d, uint32_t, uint64_t, Event ev) {
+        if (ev == Event::delivered) tapped.push_back(d);
+    });
+    Frame fs[8];
+    std::vector<std::vector<uint8_t>> sent;
+    for (uint32_t i = 0; i < 8; ++i) {
+        REQUIRE(w.end(0).alloc(fs[i]));
+        sent.push_back(make_frame(64 + i, i));
+        std::memcpy(fs[i].data, sent[i].data(), sent[i].size());
+        fs[i].len = uint32_t(sent[i].size());
+    }
+    const std::vector<Frame> before(fs, fs + 8);
+    REQUIRE(w.end(0).tx_burst(fs, 8) == 8);
+    clk.advance(1000);
+    Frame rx[8];
+    REQUIRE(w.end(1).rx_burst(rx, 8) == 8);
+    for (uint32_t i = 0; i < 8; ++i) {
+        CHECK(rx[i].data == before[i].data);  // no copy: the very buffer sent
+        CHECK(tapped[i] == before[i].data);
+        CHECK(rx[i].len == sent[i].size());
+        CHECK(std::vector<uint8_t>(rx[i].data, rx[i].data + rx[i].len) == sent[i]);
+    }
+    CHECK(w.pool_free(0) == 0);  // the sender's buffers, held by the receiver's user
+    CHECK(w.pool_free(1) == 8);  // the receiver's pool untouched
+    Frame spare;
+    CHECK_FALSE(w.end(0).alloc(spare));
+    // Misuse of a lent buffer: the receiver may not send it, nor free it twice; the sender may not
+    // free it either.
+    CHECK_THROWS_AS(w.end(1).tx_burst(&rx[0], 1), std::invalid_argument);
+    CHECK_THROWS_AS(w.end(0).free(rx[0]), std::invalid_argument);
+    Frame twice = rx[0];
+    w.end(1).free(rx[0]);
+    CHECK(w.pool_free(0) == 1);
+    CHECK_THROWS_AS(w.end(1).free(twice), std::invalid_argument);
+    for (uint32_t i = 1; i < 8; ++i) w.end(1).free(rx[i]);
+    check_all_returned(w);
+
+    // The receiver holds its whole pool: handed-over frames still arrive (nothing to copy into).
+    Frame held[8];
+    for (auto& f : held) REQUIRE(w.end(1).alloc(f));
+    REQUIRE(send(w.end(0), sent[3]));
+    clk.advance(1000);
+    const auto got = drain(w.end(1));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == sent[3]);
+    CHECK(w.stats(0).rx_full == 0);
+    // ... but the first of a duplicated frame's copies needs one of its buffers: dropped.
+    w.set_filter(0, [](const uint8_t*, uint32_t, uint64_t) { return Action::duplicate; });
+    REQUIRE(send(w.end(0), sent[4]));
+    clk.advance(1000);
+    const auto dup = drain(w.end(1));
+    REQUIRE(dup.size() == 1);
+    CHECK(dup[0] == sent[4]);
+    CHECK(w.stats(0).rx_full == 1);
+    for (auto& f : held) w.end(1).free(f);
+    check_all_returned(w);
+
+    // A full rx ring drops a handed-over frame, and its buffer goes back to the sender at once.
+    WireConfig small = cfg;
+    small.rx_ring = 2;
+    MemWire v(small, clk);
+    for (uint32_t i = 0; i < 5; ++i) REQUIRE(send(v.end(0), sent[i]));
+    clk.advance(1000);
+    Frame one;
+    REQUIRE(v.end(1).rx_burst(&one, 1) == 1);  // all five arrive: two on the ring, three dropped
+    CHECK(std::vector<uint8_t>(one.data, one.data + one.len) == sent[0]);
+    CHECK(v.stats(0).rx_full == 3);
+    CHECK(v.pool_free(0) == 6);  // the dropped three returned; one lent, one on the ring
+    v.end(1).free(one);
+    const auto rest = drain(v.end(1));
+    REQUIRE(rest.size() == 1);
+    CHECK(rest[0] == sent[1]);
+    check_all_returned(v);
+}
+
 TEST_CASE("the tap sees each frame sent, dropped and delivered, with its time") {
     VirtualClock clk(100);
     MemWire w(small_config(), clk);
@@ -835,6 +921,7 @@ TEST_CASE("virtual time steps straight to next_delivery_ns: a ping-pong of 10 ro
 TEST_CASE("no heap allocation per frame, whatever the faults") {
     VirtualClock clk;
     WireConfig cfg = small_config();
+    cfg.hand_over = GENERATE(false, true);
     FaultConfig f;
     f.loss = 0.1;
     f.duplicate = 0.2;

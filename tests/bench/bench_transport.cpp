@@ -2,7 +2,8 @@
 // clean wire. Each figure is printed beside two bounds measured in the same run, as ratios: the
 // byte rate against memcpy of the same working set (a wire, two DMA engines, two ICRCs and the
 // protocol, against one plain copy), the packet rate against the same wire's bare frame rate at
-// the case's data frame size (bursts of 32 sent and received, no HCA).
+// the case's data frame size (bursts of 32 sent and received, no HCA). The wire hands each frame
+// over in the sender's buffer, as a NIC's wire copies nothing (`--copy`: into the receiver's pool).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,9 +41,18 @@ void prefault(port::MemWire& w) {
     }
 }
 
-RunResult run(WrOpcode op, uint32_t size, uint32_t count) {
+bool g_copy = false;  // --copy: the wire copies each frame into the receiver's pool
+
+void configure(port::WireConfig& w, uint32_t mtu) {
+    w.latency_ns = 1000;
+    w.mtu = mtu > 1024 ? 9000 : 1500;  // the link MTU a RoCE MTU of 4096 needs
+    w.hand_over = !g_copy;
+}
+
+RunResult run(WrOpcode op, uint32_t size, uint32_t count, uint32_t mtu) {
     tools::SimConfig c;
-    c.wire.latency_ns = 1000;
+    configure(c.wire, mtu);
+    c.mtu = mtu > 1024 ? Mtu::mtu4096 : Mtu::mtu1024;
     c.sq_depth = c.rq_depth = 256;
     c.mem_bytes = size_t(size) * 256 + 4096;
     tools::SimPair p(c);
@@ -97,10 +107,10 @@ RunResult run(WrOpcode op, uint32_t size, uint32_t count) {
 // The in-memory wire alone, configured as run()'s: bursts of 32 frames of `len` bytes allocated and
 // their first 8 bytes written at end 0, sent, received at end 1 after the latency (virtual time),
 // their first byte read, freed. Frames a second of real time, for >= 0.2 s.
-double wire_mpps(uint32_t len) {
+double wire_mpps(uint32_t len, uint32_t mtu) {
     port::VirtualClock clock;
     port::WireConfig wc;
-    wc.latency_ns = 1000;
+    configure(wc, mtu);
     port::MemWire wire(wc, clock);
     prefault(wire);
     port::Port& a = wire.end(0);
@@ -130,11 +140,11 @@ double wire_mpps(uint32_t len) {
     return double(frames) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e6;
 }
 
-// The case's data frames: Ethernet, IPv4, UDP, BTH, a RETH on WRITE, the payload up to the MTU
-// (1024), the ICRC. (READ requests are smaller and its responses carry an AETH instead.)
-uint32_t data_frame_len(WrOpcode op, uint32_t size) {
+// The case's data frames: Ethernet, IPv4, UDP, BTH, a RETH on WRITE, the payload up to the RoCE
+// MTU, the ICRC. (READ requests are smaller and its responses carry an AETH instead.)
+uint32_t data_frame_len(WrOpcode op, uint32_t size, uint32_t mtu) {
     const size_t hdr = pkt::kEthLen + pkt::kIpv4Len + pkt::kUdpLen + pkt::kBthLen + pkt::kIcrcLen;
-    return uint32_t(hdr + (op == WrOpcode::rdma_write ? pkt::kRethLen : 0) + std::min<uint32_t>(size, 1024));
+    return uint32_t(hdr + (op == WrOpcode::rdma_write ? pkt::kRethLen : 0) + std::min(size, mtu));
 }
 
 double memcpy_gbs(size_t bytes) {
@@ -153,39 +163,51 @@ double memcpy_gbs(size_t bytes) {
 
 }  // namespace
 
-// Usage: bench_transport [OPERATION [SIZE]]: only the cases named (to profile one).
+// Usage: bench_transport [--copy] [OPERATION [SIZE [MTU]]]: only the cases named (to profile one).
 int main(int argc, char** argv) {
-    std::printf("hcaemu transport benchmark: two HCAs on one core over the in-memory wire, clean wire\n\n");
-    std::printf("%-10s %9s %8s %10s %10s %9s %11s %7s %9s\n", "operation", "size", "count", "Mpps", "GB/s", "x memcpy",
-                "memcpy GB/s", "x wire", "wire Mpps");
+    if (argc > 1 && !std::strcmp(argv[1], "--copy")) {
+        g_copy = true;
+        --argc, ++argv;
+    }
+    std::printf("hcaemu transport benchmark: two HCAs on one core over the in-memory wire, clean wire, %s\n\n",
+                g_copy ? "each frame copied by the wire" : "each frame handed over by the wire");
+    std::printf("%-10s %9s %5s %8s %10s %10s %9s %11s %7s %9s\n", "operation", "size", "mtu", "count", "Mpps", "GB/s",
+                "x memcpy", "memcpy GB/s", "x wire", "wire Mpps");
     struct Case {
         WrOpcode op;
         const char* name;
-        uint32_t size, count;
+        uint32_t size, count, mtu;
     };
-    const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000},   {WrOpcode::rdma_write, "write", 4096, 50000},
-                          {WrOpcode::rdma_write, "write", 1 << 20, 200}, {WrOpcode::send, "send", 8, 200000},
-                          {WrOpcode::send, "send", 4096, 50000},
-                          {WrOpcode::rdma_read, "read", 4096, 50000},    {WrOpcode::rdma_read, "read", 1 << 20, 200}};
+    const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000, 1024},
+                          {WrOpcode::rdma_write, "write", 4096, 50000, 1024},
+                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, 1024},
+                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, 4096},
+                          {WrOpcode::send, "send", 8, 200000, 1024},
+                          {WrOpcode::send, "send", 4096, 50000, 1024},
+                          {WrOpcode::rdma_read, "read", 4096, 50000, 1024},
+                          {WrOpcode::rdma_read, "read", 1 << 20, 1000, 1024}};
     int rc = 0, ran = 0;
     for (const Case& k : cases) {
-        if ((argc > 1 && std::strcmp(argv[1], k.name)) || (argc > 2 && std::strtoul(argv[2], nullptr, 0) != k.size))
+        if ((argc > 1 && std::strcmp(argv[1], k.name)) || (argc > 2 && std::strtoul(argv[2], nullptr, 0) != k.size) ||
+            (argc > 3 && std::strtoul(argv[3], nullptr, 0) != k.mtu))
             continue;
         ++ran;
-        const RunResult r = run(k.op, k.size, k.count);
+        const RunResult r = run(k.op, k.size, k.count, k.mtu);
         const double bytes = double(k.size) * k.count;
         const double gbs = bytes / r.seconds / 1e9;
         // The same working set: the slots the WRs cycle through (each side's buffer).
         const double bound = memcpy_gbs(size_t(k.size) * std::min<uint32_t>(k.count, 256));
         const double mpps = double(r.packets) / r.seconds / 1e6;
-        const double wire = wire_mpps(data_frame_len(k.op, k.size));
-        std::printf("%-10s %9u %8u %10.2f %10.3f %9.3f %11.2f %7.3f %9.2f%s\n", k.name, k.size, k.count, mpps, gbs,
-                    gbs / bound, bound, mpps / wire, wire, r.ok ? "" : "  (did not finish)");
+        const double wire = wire_mpps(data_frame_len(k.op, k.size, k.mtu), k.mtu);
+        std::printf("%-10s %9u %5u %8u %10.2f %10.3f %9.3f %11.2f %7.3f %9.2f%s\n", k.name, k.size, k.mtu, k.count, mpps,
+                    gbs, gbs / bound, bound, mpps / wire, wire, r.ok ? "" : "  (did not finish)");
         if (!r.ok) rc = 1;
     }
-    if (!ran) {  // a name or size no case has: a usage error, not an empty table
-        std::fprintf(stderr, "bench_transport: no case '%s%s%s' (write 64|4096|1048576, send 8|4096, read 4096|1048576)\n",
-                     argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
+    if (!ran) {  // a name, size or MTU no case has: a usage error, not an empty table
+        std::fprintf(stderr,
+                     "bench_transport: no case '%s%s%s%s%s' (write 64|4096|1048576 [1024|4096], send 8|4096, "
+                     "read 4096|1048576; MTU 1024 but for write 1048576 4096)\n",
+                     argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "", argc > 3 ? " " : "", argc > 3 ? argv[3] : "");
         return 2;
     }
     std::printf("\nMpps counts the packets of both HCAs (data, ACKs, responses); GB/s counts payload.\n"

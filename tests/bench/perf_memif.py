@@ -12,8 +12,8 @@ Beside it, `hcaemu perf` between two processes over net_memif: write_bw -s 65536
 (link MTU 1500) and 4096 (link MTU 9000) against the byte rate at that frame size; send_bw and
 write_bw -s 8 (message rate, -n 200000, CQ moderation 100: perftest's window; and -D 2, the
 steady state) against the 64 B frame rate; send_lat and write_lat
--s 8 (t_typical and 99.9%) against the half round trip; and bench_transport's 1 MiB WRITE against
-memcpy of the same working set (its own ratio). Each figure is measured --rounds times (each round
+-s 8 (t_typical and 99.9%) against the half round trip; and bench_transport's 1 MiB WRITE at RoCE
+MTU 1024 and 4096 against memcpy of the same working set (its own ratio). Each figure is measured --rounds times (each round
 measures the bound and then the figures); the median is printed, and the median of the rounds'
 ratios. --compare OTHER_HCAEMU runs the hcaemu figures with a second binary too, the two taking turns
 at going first in each round, and prints the ratio of the two per round (a before/after on a machine too
@@ -104,12 +104,14 @@ def hcaemu(hc, test, args):
 
 
 def transport(bench_transport):
+    """{RoCE MTU: (GB/s, memcpy GB/s)} of bench_transport's 1 MiB WRITE rows."""
     r = subprocess.run([bench_transport, "write", "1048576"], capture_output=True, text=True, timeout=600)
+    rows = {}
     for l in r.stdout.splitlines():
         f = l.split()
-        if len(f) >= 7 and f[0] == "write" and f[1] == "1048576":
-            return float(f[4]), float(f[6])  # GB/s, memcpy GB/s
-    return None
+        if len(f) >= 8 and f[0] == "write" and f[1] == "1048576":
+            rows[int(f[2])] = (float(f[5]), float(f[7]))
+    return rows if r.returncode == 0 and len(rows) == 2 else None
 
 
 def main():
@@ -170,18 +172,19 @@ def main():
         if a.bench_transport:
             t = transport(a.bench_transport)
             if t:
-                add("bench_transport write 1 MiB vs memcpy", t[0], t[1], t[0] / t[1], "GB/s", "GB/s")
+                for mtu, (gbs, bound) in sorted(t.items()):
+                    add(f"bench_transport write 1 MiB, MTU {mtu} vs memcpy", gbs, bound, gbs / bound, "GB/s", "GB/s")
             else:
                 ok = False
                 print("bench_transport: failed")
     print(f"\nmedians of {a.rounds} rounds (ratio: the median of the rounds' own ratios)")
-    print(f"{'figure':<44} {'hcaemu':>10} {'bound':>10} {'ratio':>7}")
+    print(f"{'figure':<48} {'hcaemu':>10} {'bound':>10} {'ratio':>7}")
     for name, unit, bunit in order:
         v = rows[name]
         fig = statistics.median(x[0] for x in v)
         bound = statistics.median(x[1] for x in v)
         ratio = statistics.median(x[2] for x in v)
-        print(f"{name:<44} {fig:>10.3f} {bound:>10.3f} {ratio:>7.2f}   ({unit} / {bunit}; rounds: "
+        print(f"{name:<48} {fig:>10.3f} {bound:>10.3f} {ratio:>7.2f}   ({unit} / {bunit}; rounds: "
               + ", ".join(f"{x[2]:.2f}" for x in v) + ")")
     if a.compare:
         print(f"\nthis build against --compare, per round (figure / compare's figure; for latencies below 1 is faster)")
@@ -190,7 +193,7 @@ def main():
                 continue
             r = [x[0] / y[0] for x, y in zip(rows[name], rows["(compare) " + name]) if y[0]]
             if r:
-                print(f"{name:<44} {statistics.median(r):>7.2f}   (rounds: " + ", ".join(f"{x:.2f}" for x in r) + ")")
+                print(f"{name:<48} {statistics.median(r):>7.2f}   (rounds: " + ", ".join(f"{x:.2f}" for x in r) + ")")
     sys.exit(0 if ok else 1)
 
 
