@@ -43,16 +43,16 @@ void prefault(port::MemWire& w) {
 
 bool g_copy = false;  // --copy: the wire copies each frame into the receiver's pool
 
-void configure(port::WireConfig& w, uint32_t mtu) {
+void configure(port::WireConfig& w, Mtu mtu) {
     w.latency_ns = 1000;
-    w.mtu = mtu > 1024 ? 9000 : 1500;  // the link MTU a RoCE MTU of 4096 needs
+    w.mtu = mtu_bytes(mtu) > 1024 ? 9000 : 1500;  // the link MTU a RoCE MTU above 1024 needs
     w.hand_over = !g_copy;
 }
 
-RunResult run(WrOpcode op, uint32_t size, uint32_t count, uint32_t mtu) {
+RunResult run(WrOpcode op, uint32_t size, uint32_t count, Mtu mtu) {
     tools::SimConfig c;
     configure(c.wire, mtu);
-    c.mtu = mtu > 1024 ? Mtu::mtu4096 : Mtu::mtu1024;
+    c.mtu = mtu;
     c.sq_depth = c.rq_depth = 256;
     c.mem_bytes = size_t(size) * 256 + 4096;
     tools::SimPair p(c);
@@ -107,7 +107,7 @@ RunResult run(WrOpcode op, uint32_t size, uint32_t count, uint32_t mtu) {
 // The in-memory wire alone, configured as run()'s: bursts of 32 frames of `len` bytes allocated and
 // their first 8 bytes written at end 0, sent, received at end 1 after the latency (virtual time),
 // their first byte read, freed. Frames a second of real time, for >= 0.2 s.
-double wire_mpps(uint32_t len, uint32_t mtu) {
+double wire_mpps(uint32_t len, Mtu mtu) {
     port::VirtualClock clock;
     port::WireConfig wc;
     configure(wc, mtu);
@@ -142,9 +142,9 @@ double wire_mpps(uint32_t len, uint32_t mtu) {
 
 // The case's data frames: Ethernet, IPv4, UDP, BTH, a RETH on WRITE, the payload up to the RoCE
 // MTU, the ICRC. (READ requests are smaller and its responses carry an AETH instead.)
-uint32_t data_frame_len(WrOpcode op, uint32_t size, uint32_t mtu) {
+uint32_t data_frame_len(WrOpcode op, uint32_t size, Mtu mtu) {
     const size_t hdr = pkt::kEthLen + pkt::kIpv4Len + pkt::kUdpLen + pkt::kBthLen + pkt::kIcrcLen;
-    return uint32_t(hdr + (op == WrOpcode::rdma_write ? pkt::kRethLen : 0) + std::min(size, mtu));
+    return uint32_t(hdr + (op == WrOpcode::rdma_write ? pkt::kRethLen : 0) + std::min(size, mtu_bytes(mtu)));
 }
 
 double memcpy_gbs(size_t bytes) {
@@ -176,20 +176,21 @@ int main(int argc, char** argv) {
     struct Case {
         WrOpcode op;
         const char* name;
-        uint32_t size, count, mtu;
+        uint32_t size, count;
+        Mtu mtu;
     };
-    const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000, 1024},
-                          {WrOpcode::rdma_write, "write", 4096, 50000, 1024},
-                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, 1024},
-                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, 4096},
-                          {WrOpcode::send, "send", 8, 200000, 1024},
-                          {WrOpcode::send, "send", 4096, 50000, 1024},
-                          {WrOpcode::rdma_read, "read", 4096, 50000, 1024},
-                          {WrOpcode::rdma_read, "read", 1 << 20, 1000, 1024}};
+    const Case cases[] = {{WrOpcode::rdma_write, "write", 64, 200000, Mtu::mtu1024},
+                          {WrOpcode::rdma_write, "write", 4096, 50000, Mtu::mtu1024},
+                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, Mtu::mtu1024},
+                          {WrOpcode::rdma_write, "write", 1 << 20, 1000, Mtu::mtu4096},
+                          {WrOpcode::send, "send", 8, 200000, Mtu::mtu1024},
+                          {WrOpcode::send, "send", 4096, 50000, Mtu::mtu1024},
+                          {WrOpcode::rdma_read, "read", 4096, 50000, Mtu::mtu1024},
+                          {WrOpcode::rdma_read, "read", 1 << 20, 1000, Mtu::mtu1024}};
     int rc = 0, ran = 0;
     for (const Case& k : cases) {
         if ((argc > 1 && std::strcmp(argv[1], k.name)) || (argc > 2 && std::strtoul(argv[2], nullptr, 0) != k.size) ||
-            (argc > 3 && std::strtoul(argv[3], nullptr, 0) != k.mtu))
+            (argc > 3 && std::strtoul(argv[3], nullptr, 0) != mtu_bytes(k.mtu)))
             continue;
         ++ran;
         const RunResult r = run(k.op, k.size, k.count, k.mtu);
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
         const double bound = memcpy_gbs(size_t(k.size) * std::min<uint32_t>(k.count, 256));
         const double mpps = double(r.packets) / r.seconds / 1e6;
         const double wire = wire_mpps(data_frame_len(k.op, k.size, k.mtu), k.mtu);
-        std::printf("%-10s %9u %5u %8u %10.2f %10.3f %9.3f %11.2f %7.3f %9.2f%s\n", k.name, k.size, k.mtu, k.count, mpps,
+        std::printf("%-10s %9u %5u %8u %10.2f %10.3f %9.3f %11.2f %7.3f %9.2f%s\n", k.name, k.size, mtu_bytes(k.mtu), k.count, mpps,
                     gbs, gbs / bound, bound, mpps / wire, wire, r.ok ? "" : "  (did not finish)");
         if (!r.ok) rc = 1;
     }
