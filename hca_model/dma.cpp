@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hca_model/device.hpp"
+#include "packet/icrc.hpp"
 
 namespace hcaemu {
 
@@ -43,10 +44,12 @@ MrError walk(Device& dev, const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t 
 
 }  // namespace
 
-MrError DmaEngine::gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst) {
+MrError DmaEngine::gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst,
+                          uint32_t* crc) {
     uint8_t* out = dst.data();
     const MrError e = walk(dev_, pd, sgl, n, offset, dst.size(), 0, [&](uint8_t* p, uint64_t k, uint64_t rest) {
-        std::memcpy(out, p, k);
+        if (crc) *crc = pkt::crc32_copy(*crc, out, p, k);
+        else std::memcpy(out, p, k);
         out += k;
         // Read ahead as a NIC's DMA engine does: a long message's next packet gathers the bytes
         // after these (at most as many, and only the SGE's own), and the loads of a cold MR stall
@@ -87,14 +90,16 @@ MrError DmaEngine::remote_write(const PdObj* pd, uint32_t rkey, uint64_t va, std
     return MrError::ok;
 }
 
-MrError DmaEngine::remote_read(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<uint8_t> dst) {
+MrError DmaEngine::remote_read(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<uint8_t> dst, uint32_t* crc) {
     const MrObj* mr = dev_.mr_by_key(rkey);
     const MrError e = check_mr_access(mr, pd, va, dst.size(), access::remote_read);
     if (e != MrError::ok) {
         dev_.counters().add(Counter::dma_access_errors);
         return e;
     }
-    if (!dst.empty()) std::memcpy(dst.data(), mr->host + (va - mr->iova), dst.size());
+    const uint8_t* src = mr->host + (va - mr->iova);
+    if (crc) *crc = pkt::crc32_copy(*crc, dst.data(), src, dst.size());
+    else if (!dst.empty()) std::memcpy(dst.data(), src, dst.size());
     dev_.counters().add(Counter::dma_bytes_read, dst.size());
     return MrError::ok;
 }

@@ -39,12 +39,15 @@ public:
     explicit DmaEngine(Device& dev) : dev_(dev) {}
 
     // Copies bytes [offset, offset + dst.size()) of the message an SGE list describes into dst.
-    MrError gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst);
+    // With `crc`, the bytes' CRC32 continues *crc as they are copied (pkt::crc32_copy): a packet's
+    // ICRC from the same pass over them.
+    MrError gather(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<uint8_t> dst,
+                   uint32_t* crc = nullptr);
     // Places src at byte `offset` of the SGE list's space; the SGEs' MRs need local write.
     MrError scatter(const PdObj* pd, const Sge* sgl, uint32_t n, uint64_t offset, std::span<const uint8_t> src);
     // Remote access through an R_Key: RDMA WRITE (remote write) and READ (remote read).
     MrError remote_write(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<const uint8_t> src);
-    MrError remote_read(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<uint8_t> dst);
+    MrError remote_read(const PdObj* pd, uint32_t rkey, uint64_t va, std::span<uint8_t> dst, uint32_t* crc = nullptr);
     // An 8-byte atomic through an R_Key (remote atomic access); `orig` gets the old value.
     // The word is read and written in host byte order, as HCAs do on x86 hosts.
     MrError atomic(const PdObj* pd, uint32_t rkey, uint64_t va, AtomicOp op, uint64_t compare_add,

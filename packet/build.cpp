@@ -183,7 +183,7 @@ BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t
 }
 
 size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
-                    const BuildOptions& opt, const IcrcFlow* flow) {
+                    const BuildOptions& opt, const IcrcFlow* flow, const uint32_t* icrc_so_far) {
     uint8_t* f = out.data();
     const size_t l3 = load_be16(f + 12) == kEthTypeVlan ? kEthLen + kVlanLen : kEthLen;
     const uint8_t pad = pad_for(payload_len);
@@ -191,7 +191,9 @@ size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len
     std::memset(f + end, 0, pad);
     end += pad;
     // The ICRC masks the UDP checksum: order free.
-    store_le32(f + end, flow ? icrc_flow(*flow, f + l3, end - l3) : icrc(f + l3, end - l3, ipv6));
+    store_le32(f + end, icrc_so_far ? crc32(*icrc_so_far, f + end - pad, pad)
+                        : flow      ? icrc_flow(*flow, f + l3, end - l3)
+                                    : icrc(f + l3, end - l3, ipv6));
     end += kIcrcLen;
     if (opt.udp_checksum == UdpCsum::compute || (opt.udp_checksum == UdpCsum::standard && ipv6)) {
         uint8_t* udp = f + l3 + (ipv6 ? kIpv6Len : kIpv4Len);  // covers the ICRC: computed last

@@ -28,6 +28,22 @@ void set_crc_impl(CrcImpl impl);        // tests and benchmarks only; returns si
 
 uint32_t crc32(uint32_t crc, const uint8_t* data, size_t len);  // with the active implementation
 
+// Copy and CRC32 in one pass (crc32_copy): the carry-less folds run between the copy's loads.
+enum class CrcCopyImpl : uint8_t {
+    separate,  // memcpy, then crc32(): the fallback
+    vpclmul,   // VPCLMULQDQ (AVX-512), four 64-byte registers
+    count,
+};
+constexpr size_t kCrcCopyImplCount = size_t(CrcCopyImpl::count);
+extern const std::array<const char*, kCrcCopyImplCount> kCrcCopyImplName;
+using CrcCopyFn = uint32_t (*)(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n);
+CrcCopyFn crc_copy_impl_fn(CrcCopyImpl impl);  // nullptr when the CPU lacks it
+CrcCopyImpl crc_copy_impl();                   // the active one: the fastest available, chosen at start
+void set_crc_copy_impl(CrcCopyImpl impl);      // tests and benchmarks only; ignores unavailable ones
+// Copies n bytes from src to dst (not overlapping) and returns crc32(crc, src, n), in one pass over
+// the bytes (below 64 bytes: memcpy, then crc32).
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n);
+
 // ICRC of a RoCE v2 packet. `l3` points at the IP header; `len` counts the bytes from there up to,
 // not including, the ICRC (IP + UDP + BTH + extension headers + payload + pad). The variant fields
 // are masked to ones: IPv4 TOS, TTL and header checksum or IPv6 traffic class, flow label and hop
@@ -54,5 +70,8 @@ void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6);
 bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3);
 // icrc(l3, len, f.ipv6) for a packet that matches f; len >= the header.
 uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len);
+// The ICRC's running value after the first `len` bytes from the IP header (len >= the header):
+// crc32() or crc32_copy() over the rest of the packet, in order, from this value give its ICRC.
+uint32_t icrc_flow_prefix(const IcrcFlow& f, const uint8_t* l3, size_t len);
 
 }  // namespace hcaemu::pkt

@@ -75,6 +75,42 @@ TEST_CASE("CRC32 variants agree at every length, alignment and chaining split", 
     for (CrcImpl c : impls) CHECK(crc_impl_fn(c)(0, buf.data(), 4096) == ref(0, buf.data(), 4096));
 }
 
+TEST_CASE("crc32_copy copies exactly and gives the CRC at every length, alignment and split", "[crc]") {
+    const auto impl = CrcCopyImpl(GENERATE(range(size_t(0), kCrcCopyImplCount)));
+    INFO("crc32_copy by " << kCrcCopyImplName[size_t(impl)]);
+    if (!crc_copy_impl_fn(impl)) {
+        WARN("this CPU lacks " << kCrcCopyImplName[size_t(impl)] << ": not tested");
+        return;
+    }
+    const CrcCopyImpl saved = crc_copy_impl();
+    set_crc_copy_impl(impl);
+    REQUIRE(crc_copy_impl() == impl);
+    struct Restore {
+        CrcCopyImpl i;
+        ~Restore() { set_crc_copy_impl(i); }
+    } restore{saved};
+    std::mt19937_64 rng(9);
+    std::vector<uint8_t> src(6000 + 64), dst(src.size() + 64);
+    for (auto& b : src) b = uint8_t(rng());
+    const CrcFn ref = crc_impl_fn(CrcImpl::bitwise);
+    for (size_t len = 0; len <= 5000; len += (len < 300 ? 1 : 61)) {
+        const size_t sa = len % 17, da = len % 13 + 1;  // both misaligned, differently
+        const uint32_t seed = uint32_t(rng());
+        std::fill(dst.begin(), dst.end(), uint8_t(0xA5));
+        INFO("len " << len);
+        REQUIRE(crc32_copy(seed, dst.data() + da, src.data() + sa, len) == ref(seed, src.data() + sa, len));
+        REQUIRE(std::equal(src.begin() + long(sa), src.begin() + long(sa + len), dst.begin() + long(da)));
+        REQUIRE(dst[da - 1] == 0xA5);  // nothing written outside [da, da + len)
+        REQUIRE(dst[da + len] == 0xA5);
+        // In pieces, as a gather over several SGEs calls it.
+        const size_t cut1 = len / 3, cut2 = len - len / 5;
+        uint32_t c = crc32_copy(0, dst.data(), src.data() + sa, cut1);
+        c = crc32_copy(c, dst.data() + cut1, src.data() + sa + cut1, cut2 - cut1);
+        c = crc32_copy(c, dst.data() + cut2, src.data() + sa + cut2, len - cut2);
+        REQUIRE(c == ref(0, src.data() + sa, len));
+    }
+}
+
 TEST_CASE("set_crc_impl switches the active variant and ignores unavailable ones", "[crc]") {
     ImplGuard g;
     set_crc_impl(CrcImpl::slice8);
@@ -196,6 +232,17 @@ TEST_CASE("The CRC leaves no upper vector state behind (the SSE/AVX transition)"
         INFO(kCrcImplName[size_t(c)] << " XINUSE " << std::hex << in_use << " crc " << v);
         CHECK((in_use & ((1u << 2) | (1u << 6))) == 0);
     }
+    std::vector<uint8_t> dst(buf.size());
+    const CrcCopyImpl saved = crc_copy_impl();
+    for (size_t c = 0; c < kCrcCopyImplCount; ++c) {
+        if (!crc_copy_impl_fn(CrcCopyImpl(c))) continue;
+        set_crc_copy_impl(CrcCopyImpl(c));
+        const uint32_t v = crc32_copy(0, dst.data(), buf.data(), buf.size());
+        const uint64_t in_use = xinuse();
+        INFO("crc32_copy by " << kCrcCopyImplName[c] << " XINUSE " << std::hex << in_use << " crc " << v);
+        CHECK((in_use & ((1u << 2) | (1u << 6))) == 0);
+    }
+    set_crc_copy_impl(saved);
 }
 
 namespace {
@@ -252,6 +299,16 @@ TEST_CASE("a flow's ICRC equals the ICRC of every packet of the flow", "[crc][ic
             for (auto [p, bits] : fb.masked) m[8 + p] |= bits;
             CHECK(icrc_flow(f, a.data(), a.size()) == bitwise(0, m.data(), m.size()));
             CHECK(icrc_flow(f, a.data(), fb.hl) == bitwise(0, m.data(), 8 + fb.hl));
+            // The running value after a prefix (the headers), continued over the rest, in pieces.
+            for (size_t pre : {fb.hl, fb.hl + 4, fb.hl + 16, fb.hl + 28}) {
+                INFO("prefix " << pre);
+                uint32_t c = icrc_flow_prefix(f, a.data(), pre);
+                CHECK(c == bitwise(0, m.data(), 8 + pre));
+                std::vector<uint8_t> out(a.size());
+                c = crc32_copy(c, out.data(), a.data() + pre, 200);
+                c = crc32(c, a.data() + pre + 200, a.size() - pre - 200);
+                CHECK(c == icrc_flow(f, a.data(), a.size()));
+            }
         }
     }
 }

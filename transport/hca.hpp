@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "dpdk_port/clock.hpp"
 #include "dpdk_port/port.hpp"
 #include "hca_model/device.hpp"
 #include "packet/build.hpp"
+#include "packet/icrc.hpp"
 #include "packet/mad.hpp"
 #include "packet/parse.hpp"
 #include "transport/qp_ctx.hpp"
@@ -318,6 +320,7 @@ private:
     // turn (each costs the port a look at every queued frame).
     bool tx_refused_ = false;
     uint16_t ip_id_ = 0;
+    static constexpr uint32_t kFusedIcrcMin = 256;  // payload bytes from which send() fuses the ICRC with the fill
     static constexpr uint32_t kTimerDefer = 64;  // turns of full receive bursts before timers run anyway
     uint32_t timer_defer_ = 0;
     uint64_t now_ns_ = 0;    // now(): this turn's time, valid while now_valid_
@@ -352,11 +355,22 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTe
         port_.free(f);
         return Tx::build_error;
     }
-    if (len && !fill(std::span<uint8_t>(f.data + hl, len))) {
+    // A long payload's ICRC runs with its DMA read (one pass over the bytes), from the header's.
+    uint32_t crc = 0;
+    bool fused = false;
+    if constexpr (std::is_invocable_r_v<bool, Fill, std::span<uint8_t>, uint32_t*>) {
+        fused = len >= kFusedIcrcMin && ft && ft->valid;
+        if (fused) crc = pkt::icrc_flow_prefix(ft->icrc, f.data + ft->l3, hl - ft->l3);
+        if (len && !fill(std::span<uint8_t>(f.data + hl, len), fused ? &crc : nullptr)) {
+            port_.free(f);
+            return Tx::dma_error;
+        }
+    } else if (len && !fill(std::span<uint8_t>(f.data + hl, len))) {
         port_.free(f);
         return Tx::dma_error;
     }
-    f.len = uint32_t(pkt::build_finish({f.data, f.cap}, hl, len, h.ipv6, {}, ft && ft->valid ? &ft->icrc : nullptr));
+    f.len = uint32_t(pkt::build_finish({f.data, f.cap}, hl, len, h.ipv6, {}, ft && ft->valid ? &ft->icrc : nullptr,
+                                       fused ? &crc : nullptr));
     dev_.counters().add(Counter::sent_pkts);
     dev_.counters().add(Counter::sent_bytes, f.len);
     if (trace_fn_)

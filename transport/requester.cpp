@@ -168,12 +168,13 @@ void Hca::req_run(QpCtx& c) {
 
         if (c.dcqcn.on && !dcqcn_admit(*this, c, plen)) break;  // DCQCN's rate limiter: wait for its timer
         const uint32_t off = c.next_off;
-        const Tx r = send(h, plen, [&](std::span<uint8_t> out) {
+        const Tx r = send(h, plen, [&](std::span<uint8_t> out, uint32_t* crc) {
             if (w.is_inline) {
                 std::memcpy(out.data(), q.send_inline(n) + off, out.size());
+                if (crc) *crc = pkt::crc32(*crc, out.data(), out.size());
                 return true;
             }
-            if (dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out) != MrError::ok) return false;
+            if (dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out, crc) != MrError::ok) return false;
             trace_dma_sges(TraceKind::dma_read, q.qpn, h.bth.psn, q.send_sges(n), w.num_sge, off, uint32_t(out.size()));
             return true;
         }, q.type == QpType::ud ? nullptr : &c.ftmpl);

@@ -194,8 +194,8 @@ bool Hca::resp_send_resource(QpCtx& c, RespResource& r, uint32_t& budget) {
                                                            : last ? read_response_last : read_response_middle;
         }
         const uint64_t va = r.va + r.next_off;
-        const Tx t = send(h, plen, [&](std::span<uint8_t> out) {
-            if (dev_.dma().remote_read(q.pd, r.rkey, va, out) != MrError::ok) return false;
+        const Tx t = send(h, plen, [&](std::span<uint8_t> out, uint32_t* crc) {
+            if (dev_.dma().remote_read(q.pd, r.rkey, va, out, crc) != MrError::ok) return false;
             trace_dma(TraceKind::dma_read, q.qpn, h.bth.psn, va, r.rkey, uint32_t(out.size()));
             return true;
         }, &c.ftmpl);
