@@ -191,7 +191,7 @@ size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len
     std::memset(f + end, 0, pad);
     end += pad;
     // The ICRC masks the UDP checksum: order free.
-    store_le32(f + end, icrc_so_far ? crc32(*icrc_so_far, f + end - pad, pad)
+    store_le32(f + end, icrc_so_far ? (pad ? crc32(*icrc_so_far, f + end - pad, pad) : *icrc_so_far)
                         : flow      ? icrc_flow(*flow, f + l3, end - l3)
                                     : icrc(f + l3, end - l3, ipv6));
     end += kIcrcLen;

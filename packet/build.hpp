@@ -60,8 +60,8 @@ BuildError build_headers_tmpl(const FrameTemplate& t, const Headers& h, uint32_t
 // With the payload at out[hdr_len, hdr_len + payload_len): writes pad bytes, the UDP checksum if
 // asked, the ICRC and any minimum-size padding. Returns the frame length. With `flow` (the
 // FrameTemplate's that build_headers_tmpl built the headers from), the ICRC is computed from it;
-// with `icrc_so_far` (the ICRC's running value through the payload: icrc_flow_prefix, then
-// crc32_copy as the payload was placed), only the pad bytes are added to it.
+// with `icrc_so_far` (the ICRC's running value through the payload: icrc_flow over the headers,
+// then crc32_copy as the payload was placed), only the pad bytes are added to it.
 size_t build_finish(std::span<uint8_t> out, size_t hdr_len, uint32_t payload_len, bool ipv6,
                     const BuildOptions& opt = {}, const IcrcFlow* flow = nullptr, const uint32_t* icrc_so_far = nullptr);
 

@@ -201,10 +201,12 @@ constexpr auto kWindow = [] {
 // (GCC puts a vzeroupper before its calls and its return: no SSE/AVX transition after it.)
 #define HCAEMU_Z __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.1")))
 bool g_has_vpclmul = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                                                __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul"));
+                                               __builtin_cpu_supports("vpclmulqdq") &&
+                                               __builtin_cpu_supports("pclmul"));
 
 HCAEMU_Z inline __m128i fold(__m128i x, __m128i k, __m128i next) {
-    return _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11), next, 0x96);  // x ^ y ^ z
+    return _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11), next,
+                                  0x96);  // x ^ y ^ z
 }
 
 HCAEMU_Z inline __m128i move16(uint8_t* dst, const uint8_t* src) {
@@ -224,7 +226,9 @@ HCAEMU_Z inline __m512i move64(uint8_t* dst, const uint8_t* src) {
     return v;
 }
 
-HCAEMU_Z inline __m512i fold_k_z(FoldPair k) { return _mm512_set_epi64(k.hi, k.lo, k.hi, k.lo, k.hi, k.lo, k.hi, k.lo); }
+HCAEMU_Z inline __m512i fold_k_z(FoldPair k) {
+    return _mm512_set_epi64(k.hi, k.lo, k.hi, k.lo, k.hi, k.lo, k.hi, k.lo);
+}
 
 // The pairs of the window's register q (lanes 4q .. 4q + 3).
 HCAEMU_Z inline __m512i window_k(unsigned q) {
@@ -241,7 +245,8 @@ HCAEMU_Z inline __m128i window_to_lane(__m512i x0, __m512i x1, __m512i x2, __m51
     const __m512i s = _mm512_ternarylogic_epi64(fold_z(x0, window_k(0), last), fold_z(x1, window_k(1), zero),
                                                 fold_z(x2, window_k(2), fold_z(x3, k3, zero)), 0x96);
     // (zero-masking extracts: GCC 12 warns that the plain ones' undefined source is uninitialised)
-    const __m256i h = _mm256_xor_si256(_mm512_maskz_extracti64x4_epi64(0xF, s, 0), _mm512_maskz_extracti64x4_epi64(0xF, s, 1));
+    const __m256i h =
+        _mm256_xor_si256(_mm512_maskz_extracti64x4_epi64(0xF, s, 0), _mm512_maskz_extracti64x4_epi64(0xF, s, 1));
     return _mm_xor_si128(_mm256_maskz_extracti32x4_epi32(0xF, h, 0), _mm256_maskz_extracti32x4_epi32(0xF, h, 1));
 }
 
@@ -276,7 +281,7 @@ HCAEMU_Z uint32_t crc_copy_vpclmul(uint32_t crc, uint8_t* dst, const uint8_t* sr
 lanes:
     for (; i + 16 <= n; i += 16) x = fold(x, k128, move16(dst + i, src + i));
     // The lane and the last n % 16 bytes: one call of the CRC kernel (its reduction to 32 bits;
-    // a table walk here missed the cache behind a long copy).
+    // a table walk here made bench_transport's 1 MiB WRITE slower: docs/benchmarks.md, 20th round).
     alignas(16) uint8_t rest[32];
     _mm_store_si128(reinterpret_cast<__m128i*>(rest), x);
     if (i < n) {  // (a payload of an MTU's length has none)
@@ -455,12 +460,6 @@ void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6) {
 
 bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3) {
     return f.ipv6 ? header_matches<true>(f, l3) : header_matches<false>(f, l3);
-}
-
-uint32_t icrc_flow_prefix(const IcrcFlow& f, const uint8_t* l3, size_t len) {
-    const FlowLayout& l = kFlow[f.ipv6];
-    const uint32_t r = f.ipv6 ? header_register<true>(f.state, l3) : header_register<false>(f.state, l3);
-    return crc_slice8(~r, l3 + l.hl, len - l.hl);  // the extension headers: a few bytes
 }
 
 uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len) {

@@ -68,10 +68,9 @@ struct IcrcFlow {
 void icrc_flow_init(IcrcFlow& f, const uint8_t* l3, bool ipv6);
 // The packet at `l3` (of f's IP version) carries the flow's fixed bytes; the masked ones may differ.
 bool icrc_flow_matches(const IcrcFlow& f, const uint8_t* l3);
-// icrc(l3, len, f.ipv6) for a packet that matches f; len >= the header.
+// icrc(l3, len, f.ipv6) for a packet that matches f; len >= the header. It is also the ICRC's
+// running value after those bytes: crc32() or crc32_copy() from it over the packet's next bytes,
+// in order, give the ICRC of the longer packet.
 uint32_t icrc_flow(const IcrcFlow& f, const uint8_t* l3, size_t len);
-// The ICRC's running value after the first `len` bytes from the IP header (len >= the header):
-// crc32() or crc32_copy() over the rest of the packet, in order, from this value give its ICRC.
-uint32_t icrc_flow_prefix(const IcrcFlow& f, const uint8_t* l3, size_t len);
 
 }  // namespace hcaemu::pkt

@@ -300,9 +300,10 @@ TEST_CASE("a flow's ICRC equals the ICRC of every packet of the flow", "[crc][ic
             CHECK(icrc_flow(f, a.data(), a.size()) == bitwise(0, m.data(), m.size()));
             CHECK(icrc_flow(f, a.data(), fb.hl) == bitwise(0, m.data(), 8 + fb.hl));
             // The running value after a prefix (the headers), continued over the rest, in pieces.
-            for (size_t pre : {fb.hl, fb.hl + 4, fb.hl + 16, fb.hl + 28}) {
+            // (a rest of 33+ bytes from the vector kernel, a shorter one by table)
+            for (size_t pre : {fb.hl, fb.hl + 4, fb.hl + 16, fb.hl + 28, fb.hl + 33, fb.hl + 90}) {
                 INFO("prefix " << pre);
-                uint32_t c = icrc_flow_prefix(f, a.data(), pre);
+                uint32_t c = icrc_flow(f, a.data(), pre);
                 CHECK(c == bitwise(0, m.data(), 8 + pre));
                 std::vector<uint8_t> out(a.size());
                 c = crc32_copy(c, out.data(), a.data() + pre, 200);

@@ -360,7 +360,7 @@ Hca::Tx Hca::send(pkt::Headers& h, uint32_t len, Fill&& fill, const pkt::FrameTe
     bool fused = false;
     if constexpr (std::is_invocable_r_v<bool, Fill, std::span<uint8_t>, uint32_t*>) {
         fused = len >= kFusedIcrcMin && ft && ft->valid;
-        if (fused) crc = pkt::icrc_flow_prefix(ft->icrc, f.data + ft->l3, hl - ft->l3);
+        if (fused) crc = pkt::icrc_flow(ft->icrc, f.data + ft->l3, hl - ft->l3);
         if (len && !fill(std::span<uint8_t>(f.data + hl, len), fused ? &crc : nullptr)) {
             port_.free(f);
             return Tx::dma_error;

@@ -170,8 +170,9 @@ void Hca::req_run(QpCtx& c) {
         const uint32_t off = c.next_off;
         const Tx r = send(h, plen, [&](std::span<uint8_t> out, uint32_t* crc) {
             if (w.is_inline) {
-                std::memcpy(out.data(), q.send_inline(n) + off, out.size());
-                if (crc) *crc = pkt::crc32(*crc, out.data(), out.size());
+                const uint8_t* src = q.send_inline(n) + off;
+                if (crc) *crc = pkt::crc32_copy(*crc, out.data(), src, out.size());
+                else std::memcpy(out.data(), src, out.size());
                 return true;
             }
             if (dev_.dma().gather(q.pd, q.send_sges(n), w.num_sge, off, out, crc) != MrError::ok) return false;
