@@ -37,7 +37,7 @@ void SimPair::build_side(Side& s, port::Port& port, const port::Clock& clock, co
     ia.send_cq = &s.cq;
     ia.recv_cq = &s.cq;
     ia.qp_type = c.type;
-    ia.cap = {c.sq_depth, c.rq_depth, c.max_sge, c.max_sge, 64};
+    ia.cap = {c.sq_depth, c.rq_depth, c.max_sge, c.max_sge, c.max_inline};
     s.qp = std::move(s.dev->create_qp(s.pd, ia).value);
 }
 

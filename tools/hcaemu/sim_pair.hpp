@@ -28,6 +28,7 @@ struct SimConfig {
     size_t mem_bytes = 4u << 20; // each side's registered buffer
     uint64_t mr_iova[2] = {0, 0};  // the address each side's MR is known by (ibv_reg_mr_iova); 0: the buffer's own
     uint32_t max_sge = 4;        // each QP's max_send_sge and max_recv_sge (the device's at least this)
+    uint32_t max_inline = 64;    // each QP's max_inline_data
     uint32_t max_msg_sz = 0x80000000;  // the port's max_msg_sz
     uint32_t sq_psn[2] = {0x100, 0x200};
     std::vector<uint16_t> pkeys = {0xFFFF};  // each side's P_Key table
