@@ -76,8 +76,10 @@ def count(bench, case):
         lines = [m for m in (COUNT.match(line) for line in r.stdout.splitlines()) if m]
         if r.returncode != 0 or not lines:
             sys.exit(f"count_instr.py: {bench} {' '.join(case)} failed:\n{r.stdout}\n{r.stderr[-2000:]}")
+        if len(lines) != 1:  # the counts would be summed over cases of different message counts
+            sys.exit(f"count_instr.py: '{' '.join(case)}' names {len(lines)} cases; name one (OPERATION SIZE MTU)")
         n = int(lines[0].group(4))
-        messages = n + min(n, 256)  # the timed count and the warm-up's
+        messages = n + min(n, 256)  # the timed count and bench_transport's warm-up (min(count, 256))
         raw = parse_callgrind(out)
     keys = list(raw)
     per = collections.Counter()
@@ -102,13 +104,16 @@ def main():
     head = "this build" + ("      other   this/other" if a.compare else "")
     print(f"bench_transport {' '.join(a.case)}: instructions a message ({runs[0][1]} messages, "
           f"inside SimPair::run_until)\n")
-    for title, pick in (("by part", lambda per: collections.Counter(
-            {g: sum(v for k, v in per.items() if group(k) == g) for g in {group(k) for k in per}})),
-                        (f"by function (the top {a.top})", lambda per: per)):
-        tables = [pick(per) for per, _ in runs]
+    def by_part(per):
+        parts = collections.Counter()
+        for k, v in per.items():
+            parts[group(k)] += v
+        return parts
+
+    for title, tables, top in (("by part", [by_part(per) for per, _ in runs], None),
+                               (f"by function (the top {a.top})", [per for per, _ in runs], a.top)):
         print(f"{title:<60} {head}")
-        rows = tables[0].most_common(a.top) if title.startswith("by function") else sorted(tables[0].items(), key=lambda x: -x[1])
-        for name, v in rows:
+        for name, v in tables[0].most_common(top):
             line = f"  {name[:58]:<58} {v:10.1f}"
             if a.compare:
                 o = tables[1].get(name, 0.0)
