@@ -344,14 +344,14 @@ private:
     Status destroy_ah(uint32_t h);
 
     // The MR each SGE names goes to mrs[i] (cap entries) when the WR is good (not inline).
-    Status validate_send(const QpObj& qp, const SendWr& wr, MrObj** mrs) const;
-    Status validate_sges(const PdObj* pd, const Sge* sgl, int n, uint32_t max_sge, bool write, MrObj** mrs) const;
+    Status validate_send(const QpObj& qp, const SendWr& wr, Sge* sges, MrObj** mrs, uint64_t& len) const;
+    Status check_send_sges(const PdObj* pd, const Sge* sgl, int n, bool write, Sge* dst, MrObj** mrs,
+                           uint64_t& len) const;
     Status validate_attr(const QpObj& qp, const QpAttr& attr, uint32_t mask) const;
     void flush(QpObj* qp, bool sq = true, bool rq = true);  // outstanding WRs complete with IBV_WC_WR_FLUSH_ERR
     static Status sge_list_status(const Sge* sgl, int n, uint32_t max_sge);
     static uint64_t sge_total(const Sge* sgl, int n);
-    Status recv_wr_status(const RecvWr& wr, uint32_t max_sge) const;
-    static void fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst);
+    Status fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, uint32_t max_sge) const;
     void release(QpObj* qp, SendWqe& w);  // unpin what a send WQE holds
     void rebuild_gids();
     void to_error(QpObj* qp, const EventType* event);

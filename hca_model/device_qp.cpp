@@ -288,40 +288,40 @@ uint64_t Device::sge_total(const Sge* sgl, int n) {
     return len;
 }
 
-// A receive WR when posted: its SGE list's shape, and its total length within the port's
-// max_msg_sz (as rxe's post_recv: invalid_argument). Its keys are checked at use.
-Status Device::recv_wr_status(const RecvWr& wr, uint32_t max_sge) const {
-    if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, max_sge); s != Status::ok) return s;
-    return sge_total(wr.sg_list, wr.num_sge) > port_.max_msg_sz ? Status::invalid_argument : Status::ok;
-}
-
-Status Device::validate_sges(const PdObj* p, const Sge* sgl, int n, uint32_t max_sge, bool write, MrObj** mrs) const {
-    if (const Status s = sge_list_status(sgl, n, max_sge); s != Status::ok) return s;
+// One pass over a send WR's SGE list: its total length, each SGE copied to the WQE's slot
+// (`dst`, not yet posted) and its MR found and checked (for READ and atomic responses, local
+// write). Returns the first SGE's key error; the total is whole either way.
+Status Device::check_send_sges(const PdObj* p, const Sge* sgl, int n, bool write, Sge* dst, MrObj** mrs,
+                               uint64_t& len) const {
+    Status keys = Status::ok;
+    len = 0;
     for (int i = 0; i < n; ++i) {
-        MrObj* m = mr_by_key(sgl[i].lkey);
-        if (check_mr_access(m, p, sgl[i].addr, sgl[i].length, write ? access::local_write : 0) != MrError::ok)
-            return Status::bad_lkey;
+        const Sge& s = sgl[i];
+        len += s.length;
+        dst[i] = s;
+        MrObj* m = mr_by_key(s.lkey);
+        if (keys == Status::ok && check_mr_access(m, p, s.addr, s.length, write ? access::local_write : 0) != MrError::ok)
+            keys = Status::bad_lkey;
         mrs[i] = m;
     }
-    return Status::ok;
+    return keys;
 }
 
-Status Device::validate_send(const QpObj& q, const SendWr& wr, MrObj** mrs) const {
+Status Device::validate_send(const QpObj& q, const SendWr& wr, Sge* sges, MrObj** mrs, uint64_t& len) const {
     if (!opcode_allowed(q.type, wr.opcode)) return Status::opcode_not_allowed;
     const bool atomic = is_atomic(wr.opcode);
     if (atomic && attr_.atomic_cap == AtomicCap::none) return Status::opcode_not_allowed;
     if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge); s != Status::ok) return s;
-    const uint64_t len = sge_total(wr.sg_list, wr.num_sge);
+    const bool inl = wr.send_flags & send_flag::inline_;
+    Status keys = Status::ok;
+    if (inl) len = sge_total(wr.sg_list, wr.num_sge);  // copied from process memory now: no lkeys (verbs)
+    else keys = check_send_sges(q.pd, wr.sg_list, wr.num_sge, is_rd_atomic(wr.opcode), sges, mrs, len);
     if (len > port_.max_msg_sz) return Status::invalid_argument;
-    if (wr.send_flags & send_flag::inline_) {
-        // Inline data is copied from process memory at post time; lkeys are not used (verbs).
+    if (inl) {
         if (wr.opcode == WrOpcode::rdma_read || atomic) return Status::invalid_argument;
         if (len > q.attr.cap.max_inline_data) return Status::inline_too_large;
-    } else {
-        // READ and atomic responses are written into the local SGEs: local write needed.
-        const bool write = is_rd_atomic(wr.opcode);
-        if (Status s = validate_sges(q.pd, wr.sg_list, wr.num_sge, q.attr.cap.max_send_sge, write, mrs); s != Status::ok)
-            return s;
+    } else if (keys != Status::ok) {
+        return keys;
     }
     // Initiator depth 0: no READ or atomic may ever be outstanding, so one would wait for ever
     // (rxe's requester never gets an rd_atomic credit for it): refused when posted.
@@ -349,8 +349,11 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
         if (bad_wr) *bad_wr = wr;
         if (q->sq.full()) return Status::queue_full;
         const uint64_t n = q->sq.tail;
-        MrObj** mrs = &q->sq_mrs[q->sq.index(n) * q->attr.cap.max_send_sge];
-        if (Status s = validate_send(*q, *wr, mrs); s != Status::ok) return s;
+        const size_t slot = q->sq.index(n);
+        MrObj** mrs = &q->sq_mrs[slot * q->attr.cap.max_send_sge];
+        Sge* sges = &q->sq_sges[slot * q->attr.cap.max_send_sge];
+        uint64_t len = 0;
+        if (Status s = validate_send(*q, *wr, sges, mrs, len); s != Status::ok) return s;
         SendWqe& w = q->sq.at(n);
         w = SendWqe{};
         w.wr_id = wr->wr_id;
@@ -370,26 +373,18 @@ Status Device::post_send(uint32_t h, const SendWr* wr, const SendWr** bad_wr) {
             w.remote_qpn = wr->ud.remote_qpn;
             w.remote_qkey = wr->ud.remote_qkey;
         }
-        uint32_t len = 0;
         if (w.is_inline) {
-            uint8_t* dst = &q->sq_inline[q->sq.index(n) * q->attr.cap.max_inline_data];
-            for (int i = 0; i < wr->num_sge; ++i) {
-                std::memcpy(dst + len, reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr)), wr->sg_list[i].length);
-                len += wr->sg_list[i].length;
-            }
+            uint8_t* dst = &q->sq_inline[slot * q->attr.cap.max_inline_data];
+            for (int i = 0, at = 0; i < wr->num_sge; at += int(wr->sg_list[i].length), ++i)
+                std::memcpy(dst + at, reinterpret_cast<const void*>(uintptr_t(wr->sg_list[i].addr)), wr->sg_list[i].length);
         } else {
             // The MRs stay pinned until the WQE retires: a retransmission gathers from them again.
-            Sge* dst = &q->sq_sges[q->sq.index(n) * q->attr.cap.max_send_sge];
-            for (int i = 0; i < wr->num_sge; ++i) {
-                dst[i] = wr->sg_list[i];
-                len += wr->sg_list[i].length;
-                mrs[i]->pins.inc();  // found and checked by validate_send
-            }
+            for (int i = 0; i < wr->num_sge; ++i) mrs[i]->pins.inc();  // found, checked, SGEs copied: validate_send
             w.num_sge = uint32_t(wr->num_sge);
             w.pinned = true;
             w.pinned_mrs = mrs;
         }
-        w.length = len;
+        w.length = uint32_t(len);  // <= max_msg_sz (2^31)
         ++q->sq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -412,9 +407,10 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (q->rq.full()) return Status::queue_full;
-        if (const Status s = recv_wr_status(*wr, q->attr.cap.max_recv_sge); s != Status::ok) return s;
         const uint64_t n = q->rq.tail;
-        fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * q->attr.cap.max_recv_sge]);
+        const uint32_t cap = q->attr.cap.max_recv_sge;
+        if (const Status s = fill_recv(q->rq.at(n), *wr, &q->rq_sges[q->rq.index(n) * cap], cap); s != Status::ok)
+            return s;
         ++q->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;
@@ -427,16 +423,22 @@ Status Device::post_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr) {
 // DMA engine checks each access when a message lands, and a bad or deregistered L_Key fails the
 // WQE then, a local protection error the responder NAKs as Remote Operational Error. So
 // ibv_dereg_mr with receives posted on the MR succeeds, as on rxe. Only the list's shape and its
-// total length are checked at post (recv_wr_status).
-
-void Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst) {
-    w.wr_id = wr.wr_id;
-    w.num_sge = uint32_t(wr.num_sge);
-    w.length = 0;
+// total length are checked at post.
+// fill_recv: a receive WR into its ring slot, not yet posted (the caller advances the tail on
+// ok), its SGE list's shape and total length (within the port's max_msg_sz, as rxe's post_recv:
+// invalid_argument) checked in the same pass.
+Status Device::fill_recv(RecvWqe& w, const RecvWr& wr, Sge* dst, uint32_t max_sge) const {
+    if (const Status s = sge_list_status(wr.sg_list, wr.num_sge, max_sge); s != Status::ok) return s;
+    uint64_t len = 0;
     for (int i = 0; i < wr.num_sge; ++i) {
         dst[i] = wr.sg_list[i];
-        w.length += wr.sg_list[i].length;
+        len += wr.sg_list[i].length;
     }
+    if (len > port_.max_msg_sz) return Status::invalid_argument;
+    w.wr_id = wr.wr_id;
+    w.num_sge = uint32_t(wr.num_sge);
+    w.length = uint32_t(len);
+    return Status::ok;
 }
 
 Status Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
@@ -451,9 +453,10 @@ Status Device::post_srq_recv(uint32_t h, const RecvWr* wr, const RecvWr** bad_wr
     for (; wr; wr = wr->next) {
         if (bad_wr) *bad_wr = wr;
         if (s->rq.full()) return Status::queue_full;
-        if (const Status st = recv_wr_status(*wr, s->attr.max_sge); st != Status::ok) return st;
         const uint64_t n = s->rq.tail;
-        fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * s->attr.max_sge]);
+        const uint32_t cap = s->attr.max_sge;
+        if (const Status st = fill_recv(s->rq.at(n), *wr, &s->sges[s->rq.index(n) * cap], cap); st != Status::ok)
+            return st;
         ++s->rq.tail;
     }
     if (bad_wr) *bad_wr = nullptr;

@@ -27,8 +27,16 @@ inline const char* name(MrError e) { return size_t(e) < kMrErrorName.size() ? kM
 
 // The one MR check. `mr` is the key's lookup result (nullptr when the key matched nothing).
 // `need` is the access:: flags the operation requires (0 for a local read); with remote_atomic
-// the address must also be 8-byte aligned.
-MrError check_mr_access(const MrObj* mr, const PdObj* pd, uint64_t va, uint64_t len, uint32_t need);
+// the address must also be 8-byte aligned. Inline: every packet of every message runs it.
+inline MrError check_mr_access(const MrObj* mr, const PdObj* pd, uint64_t va, uint64_t len, uint32_t need) {
+    if (!mr) return MrError::bad_key;
+    if (mr->pd != pd) return MrError::pd_mismatch;
+    if ((mr->access & need) != need) return MrError::access_denied;
+    // [va, va + len) inside [iova, iova + length), written so that nothing can overflow.
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) return MrError::out_of_bounds;
+    if ((need & access::remote_atomic) && (va & 7)) return MrError::misaligned;
+    return MrError::ok;
+}
 
 class Device;
 

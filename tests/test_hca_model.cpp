@@ -777,6 +777,26 @@ TEST_CASE("work request validation, with the first bad WR reported", "[qp][wr]")
     CHECK(uc.post_send(&x, &bad) == Status::opcode_not_allowed);
     x.opcode = WrOpcode::rdma_write_with_imm;
     CHECK(uc.post_send(&x, &bad) == Status::ok);
+    // A bad second SGE: refused, nothing posted, no pin left on the first SGE's MR.
+    const QpObj* qo = f.dev.qp_by_qpn(uc.qpn());
+    const MrObj* mo = f.dev.mr(f.mr.handle());
+    const uint64_t posted = qo->sq.count();
+    const uint32_t pins = mo->pins.sum();
+    Sge two[2] = {{f.mr.addr(), 64, f.mr.lkey()}, {f.mr.addr(), 8, f.mr.lkey() ^ 0x100}};
+    x = w;
+    x.sg_list = two;
+    x.num_sge = 2;
+    CHECK(uc.post_send(&x, &bad) == Status::bad_lkey);
+    CHECK(qo->sq.count() == posted);
+    CHECK(mo->pins.sum() == pins);
+    // A total past max_msg_sz is invalid_argument before any key is looked at (bad keys here too).
+    two[0] = {f.mr.addr(), 0x80000000u, f.mr.lkey() ^ 0x100};
+    CHECK(uc.post_send(&x, &bad) == Status::invalid_argument);
+    two[0] = {f.mr.addr(), 64, f.mr.lkey()};
+    two[1].lkey = f.mr.lkey();
+    CHECK(uc.post_send(&x, &bad) == Status::ok);  // both good: posted, both SGEs pin the MR
+    CHECK(qo->sq.count() == posted + 1);
+    CHECK(mo->pins.sum() == pins + 2);
 
     Qp ud = f.make_qp(QpType::ud);
     f.to_rts(ud, QpType::ud);
@@ -1101,6 +1121,17 @@ TEST_CASE("DMA gather and scatter across SGE boundaries and MR ends", "[dma]") {
     for (size_t i = 0; i < 15; ++i) CHECK(mid[i] == 0xEE);
     for (size_t i = 15; i < 20; ++i) CHECK(mid[i] == uint8_t((i - 15) * 7));
     CHECK(f.dev.dma().gather(pd, sgl, 3, 100, mid) == MrError::length);  // asks past the list
+
+    // scatter inside one SGE, from an offset into the second: only those bytes change
+    {
+        const auto b1 = f.buf;
+        std::vector<uint8_t> piece(50);
+        for (size_t i = 0; i < piece.size(); ++i) piece[i] = uint8_t(100 + i);
+        REQUIRE(f.dev.dma().scatter(pd, sgl, 3, 12, piece) == MrError::ok);  // bytes 2..51 of MR 2
+        for (size_t i = 0; i < 100; ++i) CHECK(b2[i] == (i >= 2 && i < 52 ? uint8_t(100 + i - 2) : 0xEE));
+        CHECK(f.buf == b1);
+        std::fill(b2.begin(), b2.end(), 0xEE);
+    }
 
     // scatter across all three, then check every byte
     std::vector<uint8_t> in(115);

@@ -1,6 +1,7 @@
 // PSN arithmetic and the transport's time constants. Header-only, constexpr, no state.
 // PSNs are 24-bit and wrap: every comparison is modulo 2^24 over half the circle (IBTA 9.7.1).
 #pragma once
+#include <bit>
 #include <cstdint>
 
 namespace hcaemu::transport {
@@ -26,7 +27,8 @@ constexpr bool psn_in_window(uint32_t psn, uint32_t start, uint32_t len) {
 }
 
 // Packets that carry `bytes` bytes at `mtu` bytes a packet. 64-bit: no length near 2^32 wraps.
-constexpr uint64_t mtu_packets(uint64_t bytes, uint32_t mtu) { return (bytes + mtu - 1) / mtu; }
+// The MTU is a power of two (mtu_bytes: 128 << the verbs enum): a shift, not a division.
+constexpr uint64_t mtu_packets(uint64_t bytes, uint32_t mtu) { return (bytes + mtu - 1) >> std::countr_zero(mtu); }
 // PSNs a message of `len` bytes takes: a zero-length message still takes one packet (IBTA 9.7.1).
 constexpr uint64_t msg_packets(uint64_t len, uint32_t mtu) { return len == 0 ? 1 : mtu_packets(len, mtu); }
 
