@@ -365,7 +365,21 @@ size_t Hca::poll() {
 
     mark(3);
 
-    // Requesters and READ responders with something due. A QP stays listed while it has more.
+    moved += run_scheduled();
+    mark(4);
+    const uint32_t queued = ntx_;
+    tx_flush();
+    in_poll_ = now_valid_ = false;
+    if (prof_) [[unlikely]] {
+        mark(5);
+        prof_->turn(t, moved, n != 0, ntx_ < queued);  // the last burst: did the port take any
+    }
+    return moved;
+}
+
+// Requesters and READ responders with something due. A QP stays listed while it has more.
+size_t Hca::run_scheduled() {
+    size_t moved = 0;
     running_.swap(run_);  // QPs scheduled while these run go on the next turn's list
     for (size_t i = 0; i < running_.size(); ++i) {
         if (ntx_ == txq_.size() && (tx_refused_ || !tx_flush())) {
@@ -388,14 +402,6 @@ size_t Hca::poll() {
         moved += dev_.counters().get(Counter::sent_pkts) - before;
     }
     running_.clear();
-    mark(4);
-    const uint32_t queued = ntx_;
-    tx_flush();
-    in_poll_ = now_valid_ = false;
-    if (prof_) [[unlikely]] {
-        mark(5);
-        prof_->turn(t, moved, n != 0, ntx_ < queued);  // the last burst: did the port take any
-    }
     return moved;
 }
 
