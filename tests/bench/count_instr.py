@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Instructions per message of a `bench_transport` case, counted by valgrind's callgrind inside
-its timed loops (`SimPair::run_until`: the warm-up and the timed part), per function. A count,
+its timed part (`timed_part`, the warm-up left out), per function. A count,
 not a time: the same build gives the same figure on a loaded or a quiet machine, where the timed
 benches of a shared VM move by more than a change worth a few percent.
     tests/bench/count_instr.py --bench-transport build/tests/bench/bench_transport [--compare OLD]
@@ -67,11 +67,20 @@ def group(name):
     return "hcaemu"
 
 
+def has_timed_part(bench):
+    nm = subprocess.run(["nm", "-C", bench], capture_output=True, text=True)
+    return "timed_part" in nm.stdout
+
+
 def count(bench, case):
+    # A build before 2026-12-06 has no timed_part: its warm-up (min(count, 256) messages, through
+    # the same SimPair::run_until) is counted with it.
+    timed = has_timed_part(bench)
+    toggle = "*timed_part*" if timed else "hcaemu::tools::SimPair::run_until*"
     with tempfile.TemporaryDirectory(prefix="hcaemu-instr-") as tmp:
         out = os.path.join(tmp, "cg.out")
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            "--toggle-collect=hcaemu::tools::SimPair::run_until*", bench] + case,
+                            f"--toggle-collect={toggle}", bench] + case,
                            capture_output=True, text=True, timeout=1200)
         lines = [m for m in (COUNT.match(line) for line in r.stdout.splitlines()) if m]
         if r.returncode != 0 or not lines:
@@ -79,7 +88,7 @@ def count(bench, case):
         if len(lines) != 1:  # the counts would be summed over cases of different message counts
             sys.exit(f"count_instr.py: '{' '.join(case)}' names {len(lines)} cases; name one (OPERATION SIZE MTU)")
         n = int(lines[0].group(4))
-        messages = n + min(n, 256)  # the timed count and bench_transport's warm-up (min(count, 256))
+        messages = n if timed else n + min(n, 256)
         raw = parse_callgrind(out)
     keys = list(raw)
     per = collections.Counter()
@@ -103,7 +112,7 @@ def main():
         runs.append(count(a.compare, a.case))
     head = "this build" + ("      other   this/other" if a.compare else "")
     print(f"bench_transport {' '.join(a.case)}: instructions a message ({runs[0][1]} messages, "
-          f"inside SimPair::run_until)\n")
+          f"inside the timed part)\n")
     def by_part(per):
         parts = collections.Counter()
         for k, v in per.items():
