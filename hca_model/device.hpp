@@ -343,7 +343,8 @@ private:
     Status destroy_srq(uint32_t h);
     Status destroy_ah(uint32_t h);
 
-    // The MR each SGE names goes to mrs[i] (cap entries) when the WR is good (not inline).
+    // A send WR that is not inline: its SGEs to sges[i] and their MRs to mrs[i] (cap entries each,
+    // the WQE's slot, not yet posted); `len` its total either way.
     Status validate_send(const QpObj& qp, const SendWr& wr, Sge* sges, MrObj** mrs, uint64_t& len) const;
     Status check_send_sges(const PdObj* pd, const Sge* sgl, int n, bool write, Sge* dst, MrObj** mrs,
                            uint64_t& len) const;
