@@ -4,6 +4,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -789,7 +790,7 @@ TEST_CASE("work request validation, with the first bad WR reported", "[qp][wr]")
     CHECK(uc.post_send(&x, &bad) == Status::bad_lkey);
     CHECK(qo->sq.count() == posted);
     CHECK(mo->pins.sum() == pins);
-    // A total past max_msg_sz is invalid_argument before any key is looked at (bad keys here too).
+    // A total past max_msg_sz is invalid_argument, reported before the bad key it also holds.
     two[0] = {f.mr.addr(), 0x80000000u, f.mr.lkey() ^ 0x100};
     CHECK(uc.post_send(&x, &bad) == Status::invalid_argument);
     two[0] = {f.mr.addr(), 64, f.mr.lkey()};
@@ -1153,6 +1154,7 @@ TEST_CASE("DMA gather and scatter across SGE boundaries and MR ends", "[dma]") {
     auto romr = f.dev.reg_mr(f.pd, ro.data(), ro.size(), access::remote_read);
     Sge r1{romr->addr(), 16, romr->lkey()};
     CHECK(f.dev.dma().scatter(pd, &r1, 1, 0, std::span<const uint8_t>(in.data(), 16)) == MrError::access_denied);
+    CHECK(std::all_of(ro.begin(), ro.end(), [](uint8_t b) { return b == 0; }));  // one SGE, refused: nothing written
     CHECK(f.dev.dma().gather(pd, &r1, 1, 0, std::span<uint8_t>(out.data(), 16)) == MrError::ok);
     CHECK(f.dev.counters().get(Counter::dma_access_errors) == 3);
 }

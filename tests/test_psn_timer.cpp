@@ -110,6 +110,19 @@ TEST_CASE("PSN distance is signed across the wrap, in [-2^23, 2^23 - 1]", "[psn]
     }
 }
 
+TEST_CASE("packets a message takes at each path MTU (a shift: MTUs are powers of two)", "[psn]") {
+    for (uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
+        CHECK(mtu_packets(0, mtu) == 0);
+        CHECK(mtu_packets(1, mtu) == 1);
+        CHECK(mtu_packets(mtu, mtu) == 1);
+        CHECK(mtu_packets(mtu + 1, mtu) == 2);
+        CHECK(mtu_packets(0x80000000ull, mtu) == 0x80000000ull / mtu);  // max_msg_sz, no wrap
+        CHECK(mtu_packets(0x80000001ull, mtu) == 0x80000000ull / mtu + 1);
+        CHECK(msg_packets(0, mtu) == 1);  // a zero-length message still takes one packet (IBTA 9.7.1)
+        CHECK(msg_packets(3 * mtu - 1, mtu) == 3);
+    }
+}
+
 TEST_CASE("PSN window", "[psn]") {
     CHECK(psn_in_window(0xFFFFFE, 0xFFFFFE, 4));
     CHECK(psn_in_window(0xFFFFFF, 0xFFFFFE, 4));

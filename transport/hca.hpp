@@ -290,7 +290,7 @@ private:
     // Offers the queued frames to the port; what it refuses stays queued, in order, for the next
     // flush. True when the queue has room.
     bool tx_flush();
-    size_t run_scheduled();
+    size_t run_scheduled();  // a turn's requesters and READ responders: the packets they queued
     QpCtx& fresh_ctx(QpObj& qp);
     QpCtx& make_ctx(QpObj& qp);      // a context for the QP's present state (a QP made before this Hca)
     void ctx_rtr(QpCtx& c);          // the connection, as INIT -> RTR learns it
