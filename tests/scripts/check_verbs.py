@@ -287,6 +287,10 @@ def table(out):
     return rows
 
 
+# perftest's get_cpu_mhz gave up (its sampled clock's fit under r^2 0.9): that side exits 1, the
+# other then fails its exchange. Not the HCA's doing: the pair runs again (at most twice).
+CALIBRATION = "Can't produce a report"
+
 ALL_SIZES = [2 ** k for k in range(1, 24)]  # -a: 2 B to 8 MiB
 
 
@@ -302,15 +306,20 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None, ends=None, mo
     loaded): both sides exit 0 and print their result rows: exactly the sizes asked (-a: every
     power of two from 2 B to 8 MiB, or `sizes`), each with this run's iteration count (times -q),
     or with -D a count above 0, and a figure above 0 (BW or message rate, or latency)."""
-    port = str(free_port())
-    cmd = [prog, "-d", "hcaemu0", "-x", "1", "-u", timeout_exp, "-p", port] + \
-          (["-n", str(iters)] if iters else []) + (["-s", str(size)] if size else []) + args
     (senv, _), (cenv, _) = ends or local_ends(tmp, name)
-    r = run_pair(prog, cmd, senv, cmd + ["127.0.0.1"], cenv, port, name, timeout=150)
-    if r is None:
-        return
-    sr, cr = r
     label = f"[{mode}] {prog} {' '.join(args)}" + (f" -n {iters}" if iters else "") + (f" -s {size}" if size else "")
+    for attempt in range(3):
+        port = str(free_port())
+        cmd = [prog, "-d", "hcaemu0", "-x", "1", "-u", timeout_exp, "-p", port] + \
+              (["-n", str(iters)] if iters else []) + (["-s", str(size)] if size else []) + args
+        r = run_pair(prog, cmd, senv, cmd + ["127.0.0.1"], cenv, port, name, timeout=150)
+        if r is None:
+            return
+        sr, cr = r
+        if attempt == 2 or not any(CALIBRATION in err for _, _, err in r):
+            break
+        print(f"note {label}: perftest's own CPU clock calibration failed ('{CALIBRATION}': its "
+              "cycles against gettimeofday, r^2 < 0.9, on a loaded machine): both again", flush=True)
     want_sizes = sizes or (ALL_SIZES if "-a" in args else [size or 8])
     want_iters = total_iters or iters
     for who, (rc, out, err) in (("server", sr), ("client", cr)):

@@ -45,7 +45,9 @@ def expect(name, cond, detail="", quiet_ok=False):
     with _lock:
         if not cond:
             failures.append(f"{name}: {str(detail)[-3000:]}")
-            print(f"FAIL {name}", flush=True)
+            # The detail's tail beside the line too: a CI log shown in part may lose the end's list.
+            tail = str(detail)[-800:].replace("\n", "\n     ")
+            print(f"FAIL {name}\n     {tail}", flush=True)
         elif not quiet_ok:
             print(f"ok   {name}", flush=True)
     return bool(cond)
