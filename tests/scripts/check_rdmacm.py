@@ -133,8 +133,8 @@ def late_listen(r):
 
 def cm_pair(name, scmd, senv, ccmd, cenv, timeout=90):
     """The server, then the client, run again while it finds nobody listening; both again (at most
-    twice more, said on stdout) after perftest's late-listen race: ((rc, out, err) of the server,
-    of the client)."""
+    twice more, said on stdout) after perftest's late-listen race or its failed CPU clock
+    calibration: ((rc, out, err) of the server, of the client)."""
     for attempt in range(3):
         ps = start_server(scmd, senv)
         cr = None
@@ -149,7 +149,19 @@ def cm_pair(name, scmd, senv, ccmd, cenv, timeout=90):
             print(f"note {name}: the client's data connection was REJected before its server listened "
                   "for it (perftest -R's race): both again", flush=True)
             continue
-        return finish(ps, timeout), cr
+        if cv.CALIBRATION in cr[2] and attempt < 2:
+            if ps.poll() is None:
+                ps.kill()  # our own child, by its handle
+            finish(ps, 10)
+            print(f"note {name}: the client's own CPU clock calibration gave up (perftest's '{cv.CALIBRATION}'): "
+                  "both again", flush=True)
+            continue
+        sr = finish(ps, timeout)
+        if cv.CALIBRATION in sr[2] and attempt < 2:
+            print(f"note {name}: the server's own CPU clock calibration gave up (perftest's '{cv.CALIBRATION}'): "
+                  "both again", flush=True)
+            continue
+        return sr, cr
 
 
 def rping_lines(count, size):
