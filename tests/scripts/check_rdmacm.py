@@ -179,6 +179,14 @@ def rping_lines(count, size):
     return lines
 
 
+def rping_exit_race(rc, err):
+    """rping's own race at exit: main destroys its id once the DISCONNECTED event is acked, then the
+    event channel, while the CM thread that acked it loops back to rdma_get_cm_event; called on a
+    destroyed channel, it fails (EINVAL here; the kernel's librdmacm reads a freed channel's fd) and
+    the thread exits the process with -1. Only after the pings: the DISCONNECT was seen."""
+    return rc == 255 and "rdma_get_cm_event: Invalid argument" in err and "DISCONNECT EVENT" in err
+
+
 def case_rping(mode, ends, sip, exec_cmd=None):
     port, n, size = str(free_port()), 10, 100
     (senv, _), (cenv, _) = ends
@@ -191,9 +199,15 @@ def case_rping(mode, ends, sip, exec_cmd=None):
     # as this CI's kernel now and then answers one: the libraries read again.
     senv, cenv = (dict(e, HCAEMU_TEST_RESTART_LEAK="3", LD_PRELOAD=" ".join(filter(None, [e.get("LD_PRELOAD"), LEAK[0]])))
                   for e in (senv, cenv))
-    (src, sout, serr), (crc, cout, cerr) = cm_pair("rping", scmd, senv, ccmd, cenv)
-    want = rping_lines(n, size)
     label = f"[{mode}] " + ("hcaemu exec -- " if exec_cmd else "") + f"rping -C {n} -S {size}"
+    for attempt in range(3):
+        (src, sout, serr), (crc, cout, cerr) = cm_pair("rping", scmd, senv, ccmd, cenv)
+        raced = [who for who, rc, err in (("server", src, serr), ("client", crc, cerr)) if rping_exit_race(rc, err)]
+        if not raced or attempt == 2:
+            break
+        print(f"note {label}: the {' and '.join(raced)}'s CM thread asked for an event after its main thread had "
+              "destroyed the channel (rping's own race at exit; the library answers EINVAL): both again", flush=True)
+    want = rping_lines(n, size)
     leaked = re.search(r"^restart_leak: (\d+) reads", cerr, re.M)
     expect(f"{label}: client exit 0, every ping's bytes as rping made them (-V: no mismatch), "
            "with every 3rd eventfd read failing with errno 512 (at least one did)",
