@@ -291,6 +291,14 @@ def table(out):
 # other then fails its exchange. Not the HCA's doing: the pair runs again (at most twice).
 CALIBRATION = "Can't produce a report"
 
+
+def calibration_failed(sr, cr):
+    """The sides ("server", "client") whose perftest gave up on its CPU clock, from their (rc, out,
+    err); '' when none did: the note to print before a pair runs again."""
+    who = " and ".join(w for w, (_, _, err) in (("server", sr), ("client", cr)) if CALIBRATION in err)
+    return who and (f"the {who}'s own CPU clock calibration failed (perftest's '{CALIBRATION}': its cycles "
+                    "against gettimeofday, r^2 < 0.9, on a loaded machine): both again")
+
 ALL_SIZES = [2 ** k for k in range(1, 24)]  # -a: 2 B to 8 MiB
 
 
@@ -316,10 +324,10 @@ def perftest(tmp, prog, args, size, iters, name, total_iters=None, ends=None, mo
         if r is None:
             return
         sr, cr = r
-        if attempt == 2 or not any(CALIBRATION in err for _, _, err in r):
+        why = calibration_failed(sr, cr)
+        if attempt == 2 or not why:
             break
-        print(f"note {label}: perftest's own CPU clock calibration failed ('{CALIBRATION}': its "
-              "cycles against gettimeofday, r^2 < 0.9, on a loaded machine): both again", flush=True)
+        print(f"note {label}: {why}", flush=True)
     want_sizes = sizes or (ALL_SIZES if "-a" in args else [size or 8])
     want_iters = total_iters or iters
     for who, (rc, out, err) in (("server", sr), ("client", cr)):
